@@ -1,0 +1,39 @@
+"""dpkit: differentially private data analysis.
+
+Exact-sampling noise mechanisms, an exact privacy budget that survives restarts,
+private queries over tables, DP histograms and DP decision trees.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from dpkit.errors import (
+    BudgetExceededError,
+    DataError,
+    DPKitError,
+    InvalidParameterError,
+    LedgerCorruptError,
+    LedgerError,
+    LedgerLockedError,
+    PrivacyWarning,
+)
+from dpkit.release import Release
+
+try:
+    __version__ = version("dpkit")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0"
+
+__all__ = [
+    "BudgetExceededError",
+    "DPKitError",
+    "DataError",
+    "InvalidParameterError",
+    "LedgerCorruptError",
+    "LedgerError",
+    "LedgerLockedError",
+    "PrivacyWarning",
+    "Release",
+    "__version__",
+]

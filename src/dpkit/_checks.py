@@ -1,0 +1,134 @@
+"""Validation of public parameters shared by every module.
+
+These functions look only at public parameters (epsilon, delta, bounds,
+sensitivities), never at private data, so their errors reveal nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from numbers import Real
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpkit.errors import DataError, InvalidParameterError
+
+
+def _is_real_scalar(x: object) -> bool:
+    return isinstance(x, Real | np.integer | np.floating) and not isinstance(x, bool | np.bool_)
+
+
+def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
+    """Return epsilon as a float after checking 0 < epsilon < inf."""
+    if not _is_real_scalar(epsilon):
+        raise InvalidParameterError(
+            f"{name} must be a positive number, got an object of type {type(epsilon).__name__}."
+        )
+    value = float(epsilon)  # type: ignore[arg-type]
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidParameterError(
+            f"{name} must be a finite number > 0, got {value!r}. "
+            "Smaller epsilon means more privacy and more noise; typical values are 0.01 to 10."
+        )
+    return value
+
+
+def check_delta(delta: object, name: str = "delta", *, allow_zero: bool = True) -> float:
+    """Return delta as a float after checking 0 <= delta < 1 (or 0 < delta < 1)."""
+    if not _is_real_scalar(delta):
+        raise InvalidParameterError(
+            f"{name} must be a number in [0, 1), got an object of type {type(delta).__name__}."
+        )
+    value = float(delta)  # type: ignore[arg-type]
+    low_ok = value >= 0 if allow_zero else value > 0
+    if not math.isfinite(value) or not low_ok or value >= 1:
+        interval = "[0, 1)" if allow_zero else "(0, 1)"
+        raise InvalidParameterError(
+            f"{name} must be in {interval}, got {value!r}. "
+            "delta is the probability that the epsilon guarantee fails; "
+            "choose it well below 1/n, e.g. 1e-6."
+        )
+    return value
+
+
+def check_sensitivity(sensitivity: object, name: str = "sensitivity") -> float:
+    """Return the sensitivity as a float after checking 0 < sensitivity < inf."""
+    if not _is_real_scalar(sensitivity):
+        raise InvalidParameterError(
+            f"{name} must be a positive number, got an object of type {type(sensitivity).__name__}."
+        )
+    value = float(sensitivity)  # type: ignore[arg-type]
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidParameterError(
+            f"{name} must be a finite number > 0, got {value!r}. It is the most one person's "
+            "row can change the query's answer (for a count, 1; for a sum clipped to "
+            "[lo, hi], max(|lo|, |hi|))."
+        )
+    return value
+
+
+def check_bounds(bounds: object, name: str = "bounds") -> tuple[float, float]:
+    """Return (lo, hi) as floats after checking both are finite and lo < hi."""
+    lo: object
+    hi: object
+    try:
+        lo, hi = bounds  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"{name} must be a pair (lo, hi) of finite numbers, e.g. bounds=(0, 120)."
+        ) from None
+    if not (_is_real_scalar(lo) and _is_real_scalar(hi)):
+        raise InvalidParameterError(f"{name} must be a pair (lo, hi) of numbers.")
+    lo_f, hi_f = float(lo), float(hi)  # type: ignore[arg-type]
+    if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
+        raise InvalidParameterError(f"{name} must be finite, got ({lo_f!r}, {hi_f!r}).")
+    if lo_f >= hi_f:
+        raise InvalidParameterError(
+            f"{name} must satisfy lo < hi, got ({lo_f!r}, {hi_f!r}); did you reverse them?"
+        )
+    return lo_f, hi_f
+
+
+def check_level(level: object) -> float:
+    """Check a confidence level in (0, 1) and return it as a float."""
+    if not _is_real_scalar(level) or not 0 < float(level) < 1:  # type: ignore[arg-type]
+        raise InvalidParameterError(f"level must be in (0, 1), e.g. 0.95; got {level!r}.")
+    return float(level)  # type: ignore[arg-type]
+
+
+def finite_array(value: ArrayLike, name: str = "value") -> NDArray[np.float64]:
+    """Convert to a float64 array and refuse NaN/inf.
+
+    The message does not say which element or what it was: the caller's data may
+    be private. Public callers (mechanisms) document that inputs must be finite.
+    """
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(
+            f"{name} must be numeric (a number or an array of numbers); "
+            "convert or drop non-numeric entries first."
+        ) from None
+    if not np.all(np.isfinite(arr)):
+        raise DataError(
+            f"{name} contains NaN or infinite entries; clip or impute them before "
+            "releasing (a session's null policy does this for you)."
+        )
+    return arr
+
+
+def exact(x: float | int | Fraction) -> Fraction:
+    """The rational a user meant by a float: its shortest decimal repr.
+
+    ``exact(0.1) == Fraction(1, 10)``, so ten charges of 0.1 sum to exactly 1.
+    Mechanisms calibrate their noise with this same rational (rounding any
+    derived scale in the private direction), so the accountant charges at least
+    what is actually spent.
+    """
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, int | np.integer):
+        return Fraction(int(x))
+    return Fraction(repr(float(x)))

@@ -1,0 +1,217 @@
+"""Private selection: the exponential mechanism and permute-and-flip, sampled exactly.
+
+Both pick one candidate out of a finite, data-independent set, favouring high
+utility u(x, r). With utility sensitivity D (max over candidates r and
+neighbours x ~ x' of |u(x, r) - u(x', r)|):
+
+* ``exponential`` (McSherry & Talwar 2007): P(r) proportional to
+  exp(eps * u_r / (2 D)); exp(eps * u_r / D) when ``monotonic`` (every utility
+  moves in the same direction between neighbours, e.g. counts). eps-DP.
+* ``permute_and_flip`` (McKenna & Sheldon, NeurIPS 2020): visit candidates in a
+  random order and stop at r with probability exp(eps (u_r - u_max) / (2 D)).
+  eps-DP, and its expected utility is never worse than the exponential
+  mechanism's (often better at small eps). Prefer it when only the selected
+  candidate's quality matters; prefer ``exponential`` when downstream analysis
+  needs its closed-form output distribution (e.g. the tree-split and median
+  formulas of the papers dpkit reproduces). ``report_noisy_max`` with
+  exponential noise is the same distribution as permute-and-flip (Ding et al.
+  2021) and is provided under that name.
+
+Exactness: utilities are rounded to a 2^-k grid (integers stay integers), which
+raises the sensitivity to floor(D/g) + 1 grid steps; epsilon is used as an exact
+rational (rounded down if its decimal form is very long); every acceptance test
+is an exact Bernoulli(exp(-gamma)) with rational gamma. Subtracting the maximum
+utility keeps gamma >= 0 and finite for utilities in the millions (no overflow).
+The exponential mechanism samples by rejection (uniform proposal, accepted
+with probability exp(-gamma)); permute-and-flip flips every candidate's coin
+at once and returns a uniformly chosen success, which has the same law as the
+sequential algorithm.
+
+Candidates with utility ``-inf`` are never chosen; which candidates are
+excluded must not depend on the data.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpkit._checks import check_epsilon, check_sensitivity, exact
+from dpkit.errors import DataError, InvalidParameterError
+from dpkit.mechanisms._exact import bernoulli_exp
+from dpkit.mechanisms._random import RandomSource, as_source
+
+_MAX_EPSILON_DEN = 1 << 30
+_INT64_SAFE = 1 << 62
+
+
+def _rational_epsilon(epsilon: float) -> Fraction:
+    """epsilon as a rational with a small denominator, never larger than epsilon."""
+    eps = exact(epsilon)
+    if eps.denominator <= _MAX_EPSILON_DEN:
+        return eps
+    rounded = Fraction(math.floor(eps * _MAX_EPSILON_DEN), _MAX_EPSILON_DEN)
+    if rounded <= 0:
+        raise InvalidParameterError("epsilon is too small for exact selection (below 2**-30).")
+    return rounded
+
+
+def _prepare(
+    utilities: ArrayLike, epsilon: float, sensitivity: float, monotonic: bool
+) -> tuple[NDArray[np.generic], NDArray[np.generic], NDArray[np.bool_], bool]:
+    """Integer gamma numerators/denominators (gamma_r = eps (u_max - u_r) / (c D)) per candidate."""
+    eps = _rational_epsilon(check_epsilon(epsilon))
+    sens = check_sensitivity(sensitivity)
+    try:
+        u = np.asarray(utilities, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError("utilities must be numeric.") from None
+    scalar = u.ndim == 1
+    if u.ndim not in (1, 2) or u.shape[-1] == 0:
+        raise InvalidParameterError(
+            "utilities must be a non-empty 1-D array (or 2-D: one selection per row)."
+        )
+    u2 = u.reshape(1, -1) if scalar else u
+    if np.isnan(u2).any() or np.isposinf(u2).any():
+        raise DataError(
+            "utilities contain NaN or +inf; utilities must be finite (or -inf to exclude)."
+        )
+    allowed = np.isfinite(u2)
+    if not allowed.any(axis=1).all():
+        raise InvalidParameterError(
+            "every selection needs at least one candidate with finite utility."
+        )
+    integral = float(sens).is_integer() and bool(np.all(u2[allowed] == np.round(u2[allowed])))
+    if integral:
+        grid, grid_sens = 1.0, int(sens)
+    else:
+        grid = math.ldexp(1.0, math.floor(math.log2(sens)) - 10)
+        grid_sens = math.floor(Fraction(sens) / Fraction(grid)) + 1
+    ug = np.where(allowed, np.rint(np.where(allowed, u2, 0.0) / grid), 0.0)
+    best = np.max(np.where(allowed, ug, -np.inf), axis=1, keepdims=True)
+    gap = np.where(allowed, best - ug, 0.0)  # non-negative integers (as floats)
+    factor = 1 if monotonic else 2
+    den_value = eps.denominator * factor * grid_sens
+    max_num = float(gap.max(initial=0.0)) * eps.numerator
+    if max_num < 2**52 and den_value < 2**54:
+        num = gap.astype(np.int64) * eps.numerator
+        den = np.full(gap.shape, den_value, dtype=np.int64)
+    else:
+        num = np.vectorize(int, otypes=[object])(gap) * eps.numerator
+        den = np.full(gap.shape, den_value, dtype=object)
+    return num, den, allowed, scalar
+
+
+def _first_true(mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+    return np.argmax(mask, axis=1)
+
+
+def _uniform_true(source: RandomSource, mask: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Per row, an index chosen uniformly among the True entries (each row has one)."""
+    counts = mask.sum(axis=1)
+    pick = source.uniform_below(counts.astype(np.int64))
+    rank = np.cumsum(mask, axis=1) - 1
+    hit = mask & (rank == pick[:, None])
+    return np.argmax(hit, axis=1)
+
+
+def exponential(
+    utilities: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: object = None,
+    monotonic: bool = False,
+) -> Any:
+    """Select an index with P(r) proportional to exp(epsilon u_r / (2 sensitivity)).
+
+    Guarantee: epsilon-DP when every utility changes by at most
+    ``sensitivity`` between neighbouring datasets (add/remove one row unless
+    the caller states otherwise); with ``monotonic=True`` the exponent is
+    epsilon u_r / sensitivity, valid when all utilities move in the same
+    direction between neighbours. ``utilities`` 1-D: returns one int; 2-D:
+    one independent selection per row (each row costs epsilon; rows computed
+    on disjoint data compose in parallel). Sampled exactly; see module doc.
+    """
+    source = as_source(rng)
+    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic)
+    rows, n = allowed.shape
+    chosen = np.full(rows, -1, dtype=np.int64)
+    pending = np.arange(rows)
+    while pending.size:
+        m = pending.size
+        proposal = source.uniform_below(np.full((m, n), n, dtype=np.int64))
+        row_index = np.repeat(pending, n)
+        flat = proposal.ravel()
+        ok = allowed[row_index, flat].reshape(m, n)
+        accept = np.zeros((m, n), dtype=bool)
+        idx = np.flatnonzero(ok.ravel())
+        if idx.size:
+            accept.ravel()[idx] = bernoulli_exp(
+                source, num[row_index[idx], flat[idx]], den[row_index[idx], flat[idx]]
+            )
+        done = accept.any(axis=1)
+        first = _first_true(accept)
+        chosen[pending[done]] = proposal[done, first[done]]
+        pending = pending[~done]
+    return int(chosen[0]) if scalar else chosen
+
+
+def permute_and_flip(
+    utilities: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: object = None,
+    monotonic: bool = False,
+) -> Any:
+    """Select an index by permute-and-flip (McKenna & Sheldon 2020); epsilon-DP.
+
+    Same guarantee, arguments and return shape as :func:`exponential`; never a
+    worse expected utility. Each candidate r is accepted with probability
+    exp(epsilon (u_r - u_max) / (2 sensitivity)) (without the 2 when
+    ``monotonic``); the first acceptance in a uniformly random order is
+    returned. The best candidate is always accepted, so one pass suffices.
+    """
+    source = as_source(rng)
+    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic)
+    accept = np.zeros(allowed.shape, dtype=bool)
+    idx = np.flatnonzero(allowed.ravel())
+    accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
+    chosen = _uniform_true(source, accept)
+    return int(chosen[0]) if scalar else chosen
+
+
+def report_noisy_max(
+    utilities: ArrayLike,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: object = None,
+    monotonic: bool = False,
+) -> Any:
+    """Report-noisy-max with exponential noise: the same distribution as permute-and-flip.
+
+    Ding, Kifer, Saghafian, Wang & Zhang (2021) show that adding Exp(2D/eps)
+    noise to each utility and reporting the argmax is distributed exactly as
+    permute-and-flip; dpkit samples it that way (exactly). epsilon-DP.
+    """
+    return permute_and_flip(
+        utilities, epsilon=epsilon, sensitivity=sensitivity, rng=rng, monotonic=monotonic
+    )
+
+
+def exponential_probabilities(
+    utilities: ArrayLike, *, epsilon: float, sensitivity: float, monotonic: bool = False
+) -> NDArray[np.float64]:
+    """The exponential mechanism's selection probabilities (for analysis and tests; floats)."""
+    u = np.asarray(utilities, dtype=np.float64)
+    factor = 1.0 if monotonic else 2.0
+    logits = check_epsilon(epsilon) * u / (factor * check_sensitivity(sensitivity))
+    logits = logits - np.max(logits, axis=-1, keepdims=True)
+    weights = np.exp(logits)
+    return np.asarray(weights / weights.sum(axis=-1, keepdims=True), dtype=np.float64)

@@ -1,0 +1,81 @@
+"""Distribution tests: each exact sampler draws from the distribution it claims."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpkit.mechanisms._exact import bernoulli_exp, discrete_gaussian, discrete_laplace
+from dpkit.mechanisms._random import SecureRandom, SeededRandom
+
+N = 100_000
+
+
+def _chi2_pvalue(samples: np.ndarray, pmf) -> float:
+    """Chi-square goodness of fit over integer support, tails pooled to expected >= 20."""
+    lo, hi = int(samples.min()), int(samples.max())
+    support = np.arange(lo, hi + 1)
+    probs = pmf(support)
+    observed = np.bincount(samples - lo, minlength=support.size).astype(float)
+    expected = probs * samples.size
+    keep = expected >= 20
+    obs = np.append(observed[keep], observed[~keep].sum() + 0.0)
+    exp = np.append(expected[keep], samples.size - expected[keep].sum())
+    if exp[-1] < 1:
+        obs, exp = obs[:-1], exp[:-1]
+        exp = exp * obs.sum() / exp.sum()
+    return float(stats.chisquare(obs, exp).pvalue)
+
+
+@pytest.mark.parametrize(("num", "den"), [(0, 1), (1, 3), (1, 1), (5, 2), (13, 7)])
+def test_bernoulli_exp_matches_exp_minus_gamma(num, den):
+    src = SeededRandom(np.random.default_rng(num * 31 + den))
+    hits = bernoulli_exp(src, np.full(N, num), np.full(N, den)).sum()
+    p = math.exp(-num / den)
+    assert stats.binomtest(int(hits), N, p).pvalue > 1e-3
+
+
+def test_bernoulli_exp_big_integer_path():
+    src = SeededRandom(np.random.default_rng(5))
+    big = 1 << 70
+    num = np.full(20_000, big // 2, dtype=object)
+    den = np.full(20_000, big, dtype=object)
+    hits = bernoulli_exp(src, num, den).sum()
+    assert stats.binomtest(int(hits), 20_000, math.exp(-0.5)).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(("t", "s"), [(1, 1), (3, 1), (10, 3), (1, 4), (25, 2)])
+def test_discrete_laplace_pmf(t, s):
+    src = SeededRandom(np.random.default_rng(t * 100 + s))
+    y = discrete_laplace(src, t, s, N)
+    p = math.exp(-s / t)
+    pmf = lambda k: (1 - p) / (1 + p) * p ** np.abs(k)  # noqa: E731
+    assert _chi2_pvalue(y, pmf) > 1e-3
+
+
+@pytest.mark.parametrize(("a", "b"), [(1, 1), (7, 3), (50, 1), (2**20, 1)])
+def test_discrete_gaussian_pmf(a, b):
+    src = SeededRandom(np.random.default_rng(a + b))
+    y = discrete_gaussian(src, a, b, N)
+    sigma2 = a / b
+    lim = int(12 * math.sqrt(sigma2)) + 2
+    norm = np.exp(-(np.arange(-lim, lim + 1) ** 2) / (2 * sigma2)).sum()
+    pmf = lambda k: np.exp(-(k.astype(float) ** 2) / (2 * sigma2)) / norm  # noqa: E731
+    assert _chi2_pvalue(y, pmf) > 1e-3
+
+
+def test_discrete_gaussian_large_sigma_uses_exact_big_path():
+    src = SeededRandom(np.random.default_rng(3))
+    y = discrete_gaussian(src, 1 << 44, 1, 20_000)  # sigma = 2^22: Python-int arithmetic
+    assert stats.kstest(y / 2**22, "norm").pvalue > 1e-3
+
+
+def test_secure_source_is_uniform_and_unbiased():
+    src = SecureRandom()
+    draws = src.uniform_below(np.full(60_000, 6, dtype=np.int64))
+    counts = np.bincount(draws, minlength=6)
+    assert draws.min() >= 0 and draws.max() <= 5
+    assert stats.chisquare(counts).pvalue > 1e-4
+    bits = src.bits(50_000)
+    assert stats.binomtest(int(bits.sum()), 50_000, 0.5).pvalue > 1e-4
