@@ -70,10 +70,10 @@ def speed(draws: int) -> list[tuple[str, float, float, float | None]]:
         "discrete_gaussian": lambda: M.discrete_gaussian(
             izeros, sensitivity=1, epsilon=1.0, delta=1e-6
         ),
-        "exponential (1000 selections of 1000)": lambda: M.exponential(
+        "exponential (1000 selections × 1000 candidates, per candidate)": lambda: M.exponential(
             np.zeros((draws // 1000, 1000)), epsilon=1.0, sensitivity=1.0
         ),
-        "permute_and_flip (1000 of 1000)": lambda: M.permute_and_flip(
+        "permute_and_flip (same, per candidate)": lambda: M.permute_and_flip(
             np.zeros((draws // 1000, 1000)), epsilon=1.0, sensitivity=1.0
         ),
         "randomized_response": lambda: M.randomized_response(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from dpkit.accounting import Accountant, Budget, ChargeRecord
 from dpkit.errors import (
     BudgetExceededError,
     DataError,
@@ -26,7 +27,10 @@ except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0"
 
 __all__ = [
+    "Accountant",
+    "Budget",
     "BudgetExceededError",
+    "ChargeRecord",
     "DPKitError",
     "DataError",
     "InvalidParameterError",

@@ -61,7 +61,7 @@ def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
     ages = table["age"].clip(lo, hi)
     s_mech = mechanisms.Laplace(epsilon=0.15, sensitivity=max(abs(lo), abs(hi)))
     c_mech = mechanisms.Geometric(epsilon=0.05)
-    accountant.charge(Budget(0.2), "mean age")
+    accountant.charge(s_mech.cost + c_mech.cost, "mean age")
     noisy_sum = s_mech.randomise(float(ages.sum()))
     noisy_count = max(1, c_mech.randomise(len(ages)))
     mean = noisy_sum / noisy_count
@@ -88,6 +88,7 @@ def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
     # 4. A local-DP survey: each patient answers through the coin-flip protocol (ln 3-DP, local).
     responses = mechanisms.coin_flip_survey(table["condition"].to_numpy())
     survey = mechanisms.coin_flip_estimate(responses)
+    assert survey.ci is not None  # numeric releases always carry an interval
     ask(
         "share with the condition (coin-flip survey, local DP)",
         survey.epsilon,

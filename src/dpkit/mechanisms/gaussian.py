@@ -15,7 +15,8 @@ for one value, the exact (epsilon, delta) curve of the discrete Gaussian (CKS
 Thm 7: delta = P[Y > eps s2/D - D/2] - e^eps P[Y > eps s2/D + D/2], Y ~ N_Z(0, s2)),
 evaluated with rigorous sum-integral bounds; for several values, the
 multivariate discrete Gaussian's rho-zCDP guarantee rho = D^2/(2 s2) (CKS) with
-the conversion eps = rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016). sigma
+the accountant's zCDP-to-(eps, delta) conversion (CKS 2020, never looser than
+Bun & Steinke's eps = rho + 2 sqrt(rho ln(1/delta))). sigma
 is raised until the check passes, so the stated (epsilon, delta) always holds.
 """
 
@@ -72,17 +73,6 @@ def analytic_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     return float(sigma) * (1 + 1e-9)
 
 
-def zcdp_epsilon(rho: float, delta: float) -> float:
-    """epsilon such that rho-zCDP implies (epsilon, delta)-DP (Bun & Steinke 2016, Prop 1.3)."""
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
-
-
-def zcdp_rho_for(epsilon: float, delta: float) -> float:
-    """The largest rho whose zCDP guarantee converts to (epsilon, delta) by zcdp_epsilon."""
-    log_inv = math.log(1.0 / delta)
-    return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2 * (1 - 1e-12)
-
-
 def _tail_sum_bounds(m: int, sigma2: float) -> tuple[float, float]:
     """Bounds on sum_{k >= m} exp(-k^2 / (2 sigma2)) for m >= 1 (f decreasing on [m, inf))."""
     sigma = math.sqrt(sigma2)
@@ -131,7 +121,9 @@ def calibrate_sigma2(
         while discrete_gaussian_delta(sigma2, sens, epsilon) > delta:
             sigma2 = math.ceil(sigma2 * 1.001) + 1
     else:
-        rho = zcdp_rho_for(epsilon, delta)
+        from dpkit.accounting.composition import largest_rho
+
+        rho = float(largest_rho(epsilon, delta))
         sigma2 = max(sigma2, math.ceil(grid_sensitivity**2 / (2.0 * rho)))
     return sigma2
 

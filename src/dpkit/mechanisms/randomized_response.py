@@ -58,6 +58,13 @@ def coin_flip_estimate(responses: ArrayLike, *, level: float = 0.95) -> Release:
     )
 
 
+def _key(value: Any) -> Any:
+    """A hashable key that treats NumPy scalars like the Python values they hold."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return (type(value) is bool, value)
+
+
 def _boolean(values: ArrayLike) -> NDArray[np.bool_]:
     arr = np.asarray(values)
     if arr.dtype.kind == "b":
@@ -87,7 +94,7 @@ def _estimate(
     alpha = 1.0 - level
     lo = stats.beta.ppf(alpha / 2, yes, n - yes + 1) if yes > 0 else 0.0
     hi = stats.beta.ppf(1 - alpha / 2, yes + 1, n - yes) if yes < n else 1.0
-    ci = (max(0.0, (lo - p_other) / scale), min(1.0, (hi - p_other) / scale))
+    ci = (max(0.0, float((lo - p_other) / scale)), min(1.0, float((hi - p_other) / scale)))
     return Release(
         value=value, epsilon=epsilon, ci=ci, level=level, mechanism=name, details={"responses": n}
     )
@@ -110,7 +117,7 @@ class RandomizedResponse:
         cats = list(categories)
         if len(cats) < 2:
             raise InvalidParameterError("categories needs at least two values.")
-        if len(set(map(repr, cats))) != len(cats):
+        if len({_key(c) for c in cats}) != len(cats):
             raise InvalidParameterError("categories must be distinct.")
         self.categories = cats
         self._eps = _rational_epsilon(self.epsilon)
@@ -121,8 +128,8 @@ class RandomizedResponse:
 
     def _codes(self, values: ArrayLike) -> NDArray[np.int64]:
         arr = np.asarray(values, dtype=object).ravel()
-        lookup = {repr(c): i for i, c in enumerate(self.categories)}
-        codes = np.fromiter((lookup.get(repr(v), -1) for v in arr), dtype=np.int64, count=arr.size)
+        lookup = {_key(c): i for i, c in enumerate(self.categories)}
+        codes = np.fromiter((lookup.get(_key(v), -1) for v in arr), dtype=np.int64, count=arr.size)
         if (codes < 0).any():
             raise DataError(
                 "an answer is not one of the declared categories; declare every category."

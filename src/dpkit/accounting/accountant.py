@@ -1,0 +1,576 @@
+"""The accountant: one place that charges every release against a fixed privacy budget."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from dpkit.accounting.budget import Amount, Budget
+from dpkit.accounting.composition import _Rule, _Totals, parallel_composition
+from dpkit.accounting.ledger import Ledger, Level, NewRow, Row, SqliteLedger, open_ledger
+from dpkit.errors import BudgetExceededError, InvalidParameterError
+
+Composition = Literal["basic", "zcdp", "tightest"]
+
+
+@dataclass(frozen=True)
+class ChargeRecord:
+    """One charge in an accountant's history.
+
+    Attributes:
+        id: position in the ledger (increasing, never reused).
+        label: what the analyst called the release (public).
+        cost: the privacy amount charged.
+        timestamp: when it was committed (UTC).
+        scopes: for charges inside parallel scopes, ``(scope label, part key)``
+            pairs from the outermost scope in; ``part key`` is None when the
+            charge is a part of its own. Empty for sequential charges.
+    """
+
+    id: int
+    label: str
+    cost: Budget
+    timestamp: datetime
+    scopes: tuple[tuple[str, str | None], ...] = ()
+
+
+# ---------------------------------------------------------------------------------
+# The composition tree: sequential nodes hold totals, parallel nodes the max of parts
+# ---------------------------------------------------------------------------------
+_PartKey = tuple[str, str | int]  # ("key", user key) or ("auto", row id)
+
+
+@dataclass
+class _Sequence:
+    totals: _Totals = field(default_factory=_Totals)
+    scopes: dict[str, _Parallel] = field(default_factory=dict)
+
+
+@dataclass
+class _Parallel:
+    cost: Budget | None = None
+    parts: dict[_PartKey, _Sequence] = field(default_factory=dict)
+
+
+def _part_key(level: Level, row_id: int | None) -> _PartKey | None:
+    if level[2] is not None:
+        return ("key", level[2])
+    return None if row_id is None else ("auto", row_id)
+
+
+class _State:
+    """What the ledger holds, folded into running totals.
+
+    Costs only grow, so a parallel node's cost is updated as max(old, new part)
+    and a sequential node's totals by exactly replacing one entry's old cost
+    with its new one: each charge costs O(depth), not O(history).
+    """
+
+    def __init__(self) -> None:
+        self.root = _Sequence()
+        self.last_id = 0
+        self.records: list[ChargeRecord] = []
+
+    def _walk(
+        self, path: Sequence[Level], cost: Budget, row_id: int | None, commit: bool
+    ) -> _Totals:
+        """Root totals after adding ``cost`` as an item at ``path``; stored if ``commit``."""
+        seqs: list[_Sequence | None] = [self.root]
+        pars: list[_Parallel | None] = []
+        node: _Sequence | None = self.root
+        for level in path:
+            par = node.scopes.get(level[0]) if node is not None else None
+            if par is None and commit and node is not None:
+                par = node.scopes[level[0]] = _Parallel()
+            key = _part_key(level, row_id)
+            seq = par.parts.get(key) if par is not None and key is not None else None
+            if seq is None and commit and par is not None and key is not None:
+                seq = par.parts[key] = _Sequence()
+            pars.append(par)
+            seqs.append(seq)
+            node = seq
+        leaf = seqs[-1]
+        totals = (leaf.totals if leaf is not None else _Totals()).plus(cost)
+        if commit and leaf is not None:
+            leaf.totals = totals
+        for depth in range(len(path) - 1, -1, -1):
+            par = pars[depth]
+            old = par.cost if par is not None else None
+            part_cost = totals.sequential_budget()
+            new = part_cost if old is None else parallel_composition([old, part_cost])
+            parent = seqs[depth]
+            totals = (parent.totals if parent is not None else _Totals()).replace(old, new)
+            if commit:
+                assert par is not None and parent is not None
+                par.cost = new
+                parent.totals = totals
+        return totals
+
+    def preview(self, path: Sequence[Level], cost: Budget) -> _Totals:
+        return self._walk(path, cost, None, commit=False)
+
+    def ingest(self, rows: Sequence[Row]) -> None:
+        for row in rows:
+            if row.id <= self.last_id:
+                continue
+            self._walk(row.path, row.cost, row.id, commit=True)
+            self.last_id = row.id
+            self.records.append(
+                ChargeRecord(
+                    id=row.id,
+                    label=row.label,
+                    cost=row.cost,
+                    timestamp=datetime.fromtimestamp(row.timestamp, UTC),
+                    scopes=tuple((lv[1], lv[2]) for lv in row.path),
+                )
+            )
+
+    def scope_cost(self, path: Sequence[Level], scope_id: str) -> Budget:
+        node: _Sequence | None = self.root
+        for level in path:
+            par = node.scopes.get(level[0]) if node is not None else None
+            key = _part_key(level, None)
+            node = par.parts.get(key) if par is not None and key is not None else None
+        par = node.scopes.get(scope_id) if node is not None else None
+        return par.cost if par is not None and par.cost is not None else Budget.zero()
+
+
+def _check_label(label: object) -> str:
+    if not isinstance(label, str) or not label.strip():
+        raise InvalidParameterError(
+            "label must be a non-empty string naming the release, e.g. 'mean age'; it is "
+            "stored in the ledger and shown in messages, so it must not contain private data."
+        )
+    return label
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidParameterError(
+            "a part key must be a non-empty string naming a disjoint subset of rows, "
+            "e.g. the value of a public grouping column."
+        )
+    return key
+
+
+# ---------------------------------------------------------------------------------
+# The accountant
+# ---------------------------------------------------------------------------------
+class Accountant:
+    """Charges releases against a fixed privacy budget and refuses to overspend.
+
+    ``Accountant(budget, ledger=None, *, timeout=30.0, composition="basic")``
+
+    * ``budget``: the total privacy loss allowed for the dataset, a
+      :class:`Budget` (or a number, read as a pure ε).
+    * ``ledger``: None keeps the history in memory (it lasts as long as this
+      object); a path keeps it in a SQLite file shared by every process and
+      restart, so a spent budget stays spent. The file records the budget and
+      cannot be reopened with another one.
+    * ``timeout``: seconds to wait for another process holding the ledger.
+    * ``composition``: how charges add up.
+
+      - ``"basic"`` (default): Σ ε and Σ δ must fit the budget. Exact, and valid
+        when the analyst chooses each cost after seeing earlier answers.
+      - ``"zcdp"``: every cost must carry a zCDP ρ (pure-ε costs do, ε²/2;
+        Gaussian releases declare one); Σ ρ must fit the largest ρ whose
+        conversion to (ε, δ) fits the budget. Valid for adaptively chosen costs;
+        much tighter than basic for many Gaussian releases. Needs δ > 0.
+      - ``"tightest"``: a charge is admitted if *any* of basic composition,
+        Kairouz–Oh–Viswanath advanced composition, or zCDP-plus-basic
+        composition keeps the total within budget. Valid only if the sequence of
+        costs was fixed before the first release (a script, not an interactive
+        session): the theorems it uses assume non-adaptive parameters.
+
+      For a pure budget (δ = 0) all three reduce to exact basic composition
+      (``"zcdp"`` is refused).
+
+    A charge is checked and recorded in one transaction *before* the release
+    reads any data: if it would overspend, :class:`~dpkit.errors.BudgetExceededError`
+    is raised and nothing is recorded. Once the budget is spent, every further
+    charge is refused, for good.
+
+    Parallel composition: ``with accountant.parallel(label) as scope:`` opens a
+    scope for releases on disjoint subsets of rows; it costs the component-wise
+    maximum over its parts, and a part may hold several sequential charges
+    (``scope.part(key)``) or further parallel scopes.
+    """
+
+    def __init__(
+        self,
+        budget: Budget | Amount,
+        ledger: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 30.0,
+        composition: Composition = "basic",
+    ) -> None:
+        total = Budget.coerce(budget, "budget")
+        if total.epsilon_exact <= 0:
+            raise InvalidParameterError(
+                "the budget's epsilon must be > 0; a zero budget allows no release at all."
+            )
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            raise InvalidParameterError(
+                f"timeout must be a positive number of seconds, got {timeout!r}."
+            )
+        self._budget = total
+        self._rule = _Rule(composition, total)
+        self._timeout = float(timeout)
+        self._lock = threading.RLock()
+        self._state = _State()
+        self._ledger: Ledger = open_ledger(ledger, total, composition, self._timeout)
+        try:
+            self._sync()
+        except BaseException:
+            self._ledger.close()
+            raise
+
+    @classmethod
+    def from_ledger(cls, path: str | os.PathLike[str], *, timeout: float = 30.0) -> Accountant:
+        """Open an existing ledger file with the budget and composition it records."""
+        header = SqliteLedger(path, None, None, float(timeout))
+        budget, composition = header.budget, header.composition
+        header.close()
+        if composition not in ("basic", "zcdp", "tightest"):
+            raise header._corrupt("its composition rule is unknown")
+        return cls(budget, path, timeout=timeout, composition=composition)  # type: ignore[arg-type]
+
+    # --- state --------------------------------------------------------------------
+    def _sync(self) -> None:
+        with self._lock:
+            self._state.ingest(self._ledger.read(self._state.last_id))
+
+    @property
+    def budget(self) -> Budget:
+        """The total budget (fixed at creation)."""
+        return self._budget
+
+    @property
+    def composition(self) -> str:
+        """The composition rule: "basic", "zcdp" or "tightest"."""
+        return self._rule.name
+
+    @property
+    def ledger_path(self) -> Path | None:
+        """The ledger file, or None for an in-memory ledger."""
+        return self._ledger.path
+
+    @property
+    def spent(self) -> Budget:
+        """The total spent so far, as certified by the composition rule.
+
+        ``"basic"``: (Σ ε, Σ δ) exactly. ``"zcdp"``: the conversion of Σ ρ at the
+        budget's δ (carrying ρ). ``"tightest"``: the certified total with the
+        smallest ε (its δ is the budget's δ when a δ-slack theorem was used).
+        """
+        with self._lock:
+            self._sync()
+            return self._rule.spent(self._state.root.totals)
+
+    @property
+    def remaining(self) -> Budget:
+        """What is left. Exact for ``"basic"`` (budget − spent).
+
+        ``"zcdp"``: Budget(ε, 0, rho=ρ left) with ε the largest pure ε that ρ
+        pays for (ε²/2 ≤ ρ). ``"tightest"``: budget − spent, an
+        indication only; :meth:`can_afford` is the authority.
+        """
+        with self._lock:
+            self._sync()
+            return self._rule.remaining(self._state.root.totals)
+
+    @property
+    def history(self) -> tuple[ChargeRecord, ...]:
+        """Every charge in the ledger, oldest first (other processes' included)."""
+        with self._lock:
+            self._sync()
+            return tuple(self._state.records)
+
+    # --- charging -----------------------------------------------------------------
+    def _precheck(self, cost: Budget) -> None:
+        if self._rule.name == "zcdp" and cost.rho_exact is None:
+            raise InvalidParameterError(
+                f"this accountant composes in zCDP, but the cost {cost} has delta > 0 and no "
+                "rho; give the release's zCDP rho (Budget(epsilon, delta, rho=...)) or use an "
+                "accountant with composition='basic'."
+            )
+
+    def _refusal(self, label: str, cost: Budget, where: str) -> BudgetExceededError:
+        totals = self._state.root.totals
+        spent, left = self._rule.spent(totals), self._rule.remaining(totals)
+        rule = "" if self._rule.name == "basic" else f" (composition={self._rule.name!r})"
+        return BudgetExceededError(
+            f"privacy budget exceeded: '{label}'{where} costs {cost}, but only {left} of the "
+            f"budget {self._budget} is left ({spent} spent{rule}). Nothing was charged and "
+            "nothing was released. The budget of a dataset cannot be raised: ask for less "
+            "(a smaller epsilon) or stop.",
+            requested=cost,
+            remaining=left,
+        )
+
+    def _charge_rows(
+        self, path: tuple[Level, ...], item: Budget, rows: list[NewRow], label: str, where: str
+    ) -> list[ChargeRecord]:
+        """Check that adding ``item`` at ``path`` fits, then write ``rows``, atomically."""
+        with self._lock:
+            with self._ledger.write(self._state.last_id) as txn:
+                self._state.ingest(txn.new_rows)
+                if not self._rule.admits(self._state.preview(path, item)):
+                    raise self._refusal(label, item, where)
+                written = txn.append(rows)
+            self._state.ingest(written)
+            # ingest appended them last, in id order, under the same lock
+            return self._state.records[-len(written) :]
+
+    def _can_afford(self, path: tuple[Level, ...], cost: Budget) -> bool:
+        if self._rule.name == "zcdp" and cost.rho_exact is None:
+            return False
+        with self._lock:
+            self._sync()
+            return self._rule.admits(self._state.preview(path, cost))
+
+    def charge(self, cost: Budget | Amount, label: str) -> ChargeRecord:
+        """Charge one release on the whole data (sequential composition).
+
+        Checks, in one ledger transaction, that the total with ``cost`` still
+        fits the budget, and records it. Call it *before* the release touches
+        the data: if it raises :class:`~dpkit.errors.BudgetExceededError`,
+        nothing was recorded and the release must not run.
+        """
+        c = Budget.coerce(cost)
+        name = _check_label(label)
+        self._precheck(c)
+        return self._charge_rows((), c, [NewRow(name, c, ())], name, "")[0]
+
+    def can_afford(self, cost: Budget | Amount) -> bool:
+        """Would :meth:`charge` of ``cost`` succeed now? (Advisory: another process
+        may spend in between; :meth:`charge` is the authority.)"""
+        return self._can_afford((), Budget.coerce(cost))
+
+    def charge_parallel(
+        self, costs: Sequence[Budget | Amount] | Mapping[str, Budget | Amount], label: str
+    ) -> list[ChargeRecord]:
+        """Charge releases on disjoint subsets of rows at once: they cost their maximum.
+
+        ``costs`` is a list (one part each) or a mapping from part key to cost.
+        All are recorded, or none (one transaction). The caller guarantees the
+        subsets are disjoint and chosen without looking at the data of other
+        rows (e.g. the groups of a public column): parallel composition
+        (McSherry 2009) then gives the component-wise max of the costs.
+        """
+        return _charge_parallel(self, (), costs, label)
+
+    def parallel(self, label: str) -> ParallelScope:
+        """Open a parallel scope; use it as ``with accountant.parallel(label) as scope:``."""
+        return ParallelScope(self, _check_label(label), ())
+
+    # --- lifecycle ----------------------------------------------------------------
+    def close(self) -> None:
+        """Close the ledger file (a later call opens it again)."""
+        with self._lock:
+            self._ledger.close()
+
+    def __enter__(self) -> Accountant:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "memory" if self._ledger.path is None else str(self._ledger.path)
+        spent = self._rule.spent(self._state.root.totals)
+        return (
+            f"Accountant(budget={self._budget}, spent={spent}, "
+            f"composition={self._rule.name!r}, ledger={where!r})"
+        )
+
+
+def _charge_parallel(
+    accountant: Accountant,
+    path: tuple[Level, ...],
+    costs: Sequence[Budget | Amount] | Mapping[str, Budget | Amount],
+    label: str,
+) -> list[ChargeRecord]:
+    name = _check_label(label)
+    items: list[tuple[str | None, Budget]]
+    if isinstance(costs, Mapping):
+        items = [(_check_key(k), Budget.coerce(v)) for k, v in costs.items()]
+    elif isinstance(costs, Sequence) and not isinstance(costs, str):
+        items = [(None, Budget.coerce(v)) for v in costs]
+    else:
+        raise InvalidParameterError("costs must be a list of costs or a mapping part -> cost.")
+    if not items:
+        raise InvalidParameterError("charge_parallel needs at least one cost.")
+    for _, c in items:
+        accountant._precheck(c)
+    scope_id = uuid.uuid4().hex
+    rows = [
+        NewRow(f"{name}[{key if key is not None else i}]", c, (*path, (scope_id, name, key)))
+        for i, (key, c) in enumerate(items)
+    ]
+    item = parallel_composition(_Totals().plus(c).sequential_budget() for _, c in items)
+    return accountant._charge_rows(path, item, rows, name, " (parallel releases)")
+
+
+class ParallelScope:
+    """Releases on disjoint subsets of the rows, which together cost their maximum.
+
+    Obtained from :meth:`Accountant.parallel` (or :meth:`Part.parallel` for
+    nesting). Each :meth:`charge` is checked against the budget with the scope's
+    new cost (the component-wise max over parts of each part's sequential
+    total) and refused before any data is read if it would overspend.
+
+    The caller guarantees that different parts touch disjoint rows, and that
+    the partition does not depend on other rows' data (e.g. a public grouping
+    column): adding or removing one row then changes one part only.
+    """
+
+    def __init__(
+        self,
+        accountant: Accountant,
+        label: str,
+        prefix: tuple[Level, ...],
+        parent: ParallelScope | None = None,
+    ) -> None:
+        self._accountant = accountant
+        self._label = label
+        self._prefix = prefix
+        self._parent = parent
+        self._id = uuid.uuid4().hex
+        self._closed = False
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @property
+    def closed(self) -> bool:
+        """True once the ``with`` block has ended (or :meth:`close` was called)."""
+        return self._closed or (self._parent is not None and self._parent.closed)
+
+    @property
+    def cost(self) -> Budget:
+        """What the scope costs so far (the max over its parts)."""
+        acc = self._accountant
+        with acc._lock:
+            acc._sync()
+            return acc._state.scope_cost(self._prefix, self._id)
+
+    def _level(self, part: str | None) -> Level:
+        if self.closed:
+            raise InvalidParameterError(
+                f"the parallel scope '{self._label}' is closed; open a new one with "
+                "accountant.parallel(label)."
+            )
+        return (self._id, self._label, part)
+
+    def charge(self, cost: Budget | Amount, label: str, *, part: str | None = None) -> ChargeRecord:
+        """Charge a release on one part of the rows.
+
+        ``part=None`` makes the release a part of its own (disjoint from every
+        other part); charges with the same ``part`` key are on the same rows and
+        add up sequentially within the part.
+        """
+        c = Budget.coerce(cost)
+        name = _check_label(label)
+        key = None if part is None else _check_key(part)
+        path = (*self._prefix, self._level(key))
+        self._accountant._precheck(c)
+        where = f" in parallel scope '{self._label}'" + (f" (part '{key}')" if key else "")
+        return self._accountant._charge_rows(path, c, [NewRow(name, c, path)], name, where)[0]
+
+    def can_afford(self, cost: Budget | Amount, *, part: str | None = None) -> bool:
+        """Would :meth:`charge` of ``cost`` on ``part`` succeed now? (Advisory.)"""
+        key = None if part is None else _check_key(part)
+        return self._accountant._can_afford((*self._prefix, self._level(key)), Budget.coerce(cost))
+
+    def part(self, key: str) -> Part:
+        """The part of the rows named ``key``: its charges add up sequentially."""
+        return Part(self, _check_key(key))
+
+    def close(self) -> None:
+        """End the scope: further charges through it are refused."""
+        self._closed = True
+
+    def __enter__(self) -> ParallelScope:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ParallelScope({self._label!r}, closed={self.closed})"
+
+
+class Part:
+    """One part (a disjoint subset of rows) of a parallel scope.
+
+    Charges on a part compose sequentially with each other; a part may also
+    hold nested parallel scopes (e.g. per-region, then per-age-group).
+    """
+
+    def __init__(self, scope: ParallelScope, key: str) -> None:
+        self._scope = scope
+        self._key = key
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    def charge(self, cost: Budget | Amount, label: str) -> ChargeRecord:
+        """Charge a release on this part's rows."""
+        return self._scope.charge(cost, label, part=self._key)
+
+    def can_afford(self, cost: Budget | Amount) -> bool:
+        """Would :meth:`charge` of ``cost`` succeed now? (Advisory.)"""
+        return self._scope.can_afford(cost, part=self._key)
+
+    def _path(self) -> tuple[Level, ...]:
+        return (*self._scope._prefix, self._scope._level(self._key))
+
+    def parallel(self, label: str) -> ParallelScope:
+        """Open a parallel scope inside this part (disjoint subsets of its rows)."""
+        return ParallelScope(
+            self._scope._accountant, _check_label(label), self._path(), self._scope
+        )
+
+    def charge_parallel(
+        self, costs: Sequence[Budget | Amount] | Mapping[str, Budget | Amount], label: str
+    ) -> list[ChargeRecord]:
+        """Like :meth:`Accountant.charge_parallel`, on disjoint subsets of this part."""
+        return _charge_parallel(self._scope._accountant, self._path(), costs, label)
+
+    def __enter__(self) -> Part:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"Part({self._key!r} of {self._scope.label!r})"

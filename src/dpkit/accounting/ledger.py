@@ -1,0 +1,469 @@
+"""Where an accountant records what was spent: in memory, or in a SQLite file.
+
+The file ledger is what makes "when the budget is spent, access is gone for
+good" true across restarts: every charge is a row committed in a SQLite
+transaction taken with ``BEGIN IMMEDIATE`` (one writer at a time, readers never
+see half a charge), so concurrent threads and processes never overspend and
+never lose a charge. Amounts are stored as exact fractions in text ("1/10").
+
+A ledger is never repaired or overwritten: a file that is not a dpkit ledger,
+is damaged, or holds an unreadable amount raises
+:class:`~dpkit.errors.LedgerCorruptError`; restore it from a backup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Protocol
+
+from dpkit.accounting.budget import Budget
+from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError, LedgerLockedError
+
+#: One level of nesting of a charge: (scope id, scope label, part key or None).
+#: ``None`` as part key means "a part of its own" (keyed by the row id).
+Level = tuple[str, str, str | None]
+
+_APPLICATION_ID = 0x64706B6C  # "dpkl": marks the file as a dpkit ledger
+SCHEMA_VERSION = 1
+_FORMAT = "dpkit-ledger"
+_AMOUNT = re.compile(r"[0-9]+(/[0-9]+)?")
+_COLUMNS = ("id", "label", "epsilon", "delta", "rho", "scope_path", "created_at")
+
+_SCHEMA = f"""
+PRAGMA application_id = {_APPLICATION_ID};
+PRAGMA user_version = {SCHEMA_VERSION};
+CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+CREATE TABLE charges (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    label TEXT NOT NULL,
+    epsilon TEXT NOT NULL,
+    delta TEXT NOT NULL,
+    rho TEXT,
+    scope_path TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TRIGGER charges_no_update BEFORE UPDATE ON charges
+BEGIN SELECT RAISE(ABORT, 'a dpkit ledger is append-only'); END;
+CREATE TRIGGER charges_no_delete BEFORE DELETE ON charges
+BEGIN SELECT RAISE(ABORT, 'a dpkit ledger is append-only'); END;
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One committed charge as stored in a ledger."""
+
+    id: int
+    label: str
+    cost: Budget
+    path: tuple[Level, ...]
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """A charge about to be written."""
+
+    label: str
+    cost: Budget
+    path: tuple[Level, ...]
+
+
+class Transaction(Protocol):
+    """An exclusive write transaction: the rows others committed, and a way to append."""
+
+    new_rows: list[Row]
+
+    def append(self, rows: Sequence[NewRow]) -> list[Row]: ...
+
+
+class Ledger(Protocol):
+    """What an accountant needs from a ledger."""
+
+    @property
+    def path(self) -> Path | None: ...
+
+    def read(self, after: int) -> list[Row]: ...
+
+    def write(self, after: int) -> contextlib.AbstractContextManager[Transaction]: ...
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------
+# In memory
+# ---------------------------------------------------------------------------------
+class _MemoryTransaction:
+    def __init__(self, ledger: MemoryLedger, after: int) -> None:
+        self._ledger = ledger
+        self.new_rows = [r for r in ledger.rows if r.id > after]
+        self.pending: list[Row] = []
+
+    def append(self, rows: Sequence[NewRow]) -> list[Row]:
+        next_id = (self._ledger.rows[-1].id if self._ledger.rows else 0) + len(self.pending) + 1
+        now = time.time()
+        out = [Row(next_id + i, r.label, r.cost, r.path, now) for i, r in enumerate(rows)]
+        self.pending.extend(out)
+        return out
+
+
+class MemoryLedger:
+    """A ledger that lives as long as its accountant (the default)."""
+
+    path: Path | None = None
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self._lock = threading.Lock()
+
+    def read(self, after: int) -> list[Row]:
+        with self._lock:
+            return [r for r in self.rows if r.id > after]
+
+    @contextlib.contextmanager
+    def write(self, after: int) -> Iterator[Transaction]:
+        with self._lock:
+            txn = _MemoryTransaction(self, after)
+            yield txn
+            self.rows.extend(txn.pending)  # only reached when the block did not raise
+
+    def close(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------
+# SQLite
+# ---------------------------------------------------------------------------------
+def _text(q: Fraction) -> str:
+    return str(q)
+
+
+class SqliteLedger:
+    """A ledger in a SQLite file, shared safely by threads and processes.
+
+    Guarantees:
+
+    * A charge is one transaction begun with ``BEGIN IMMEDIATE``: the check
+      against the budget and the insert happen under the database's write lock,
+      so concurrent writers are serialised and never overspend; a committed
+      charge is durable (SQLite's rollback journal, ``synchronous=FULL``).
+    * The file records the budget and composition rule it was created with;
+      opening it with others raises :class:`~dpkit.errors.LedgerError`.
+    * Waiting for the lock longer than ``timeout`` seconds raises
+      :class:`~dpkit.errors.LedgerLockedError`; nothing is written.
+    * A file that is not a dpkit ledger, fails SQLite's integrity check, has
+      the wrong schema or an unreadable or negative amount raises
+      :class:`~dpkit.errors.LedgerCorruptError`. The file is never modified then.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        budget: Budget | None,
+        composition: str | None,
+        timeout: float,
+    ) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        if self.path.is_dir():
+            raise LedgerError(f"the ledger path {self.path} is a directory; give a file path.")
+        if not self.path.exists():
+            if budget is None or composition is None:
+                raise LedgerError(
+                    f"there is no ledger at {self.path}; create one by giving a budget."
+                )
+            self._create(budget, composition)
+        self.budget, self.composition = self._validate()
+        if budget is not None and not _same_budget(budget, self.budget):
+            self.close()
+            raise LedgerError(
+                f"the ledger {self.path} was created for the budget {self.budget}, not {budget}. "
+                "A budget is fixed when its ledger is created and cannot be changed by "
+                "reopening it; open it with the budget it records (Accountant.from_ledger) "
+                "or use a new ledger file for a new dataset."
+            )
+        if composition is not None and composition != self.composition:
+            self.close()
+            raise LedgerError(
+                f"the ledger {self.path} uses composition={self.composition!r}, not "
+                f"{composition!r}; a ledger keeps the rule it was created with."
+            )
+
+    # --- errors -------------------------------------------------------------------
+    def _corrupt(self, what: str) -> LedgerCorruptError:
+        return LedgerCorruptError(
+            f"the privacy ledger {self.path} is corrupt or not a dpkit ledger ({what}). "
+            "dpkit never repairs or overwrites a ledger, since forgetting spent budget would "
+            "break the privacy guarantee: restore the file from a backup, or start a new "
+            "ledger at another path for a new dataset."
+        )
+
+    @contextlib.contextmanager
+    def _translate(self) -> Iterator[None]:
+        """Turn sqlite3 errors into dpkit's ledger errors."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            code = getattr(err, "sqlite_errorname", "") or ""
+            if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+                raise LedgerLockedError(
+                    f"the ledger {self.path} is locked: another process or connection has held "
+                    f"it for more than timeout={self.timeout} s. Wait for it to finish and try "
+                    "again, or pass a larger timeout; dpkit never breaks the lock."
+                ) from None
+            if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+                raise self._corrupt(f"SQLite reports: {err}") from None
+            raise LedgerError(f"the ledger {self.path} cannot be used: {err}.") from None
+
+    # --- connection ---------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        # A connection must not cross fork(): a child process opens its own.
+        if self._conn is None or self._pid != os.getpid():
+            uri = self.path.resolve().as_uri() + "?mode=rw"  # never create a file here
+            with self._translate():
+                conn = sqlite3.connect(
+                    uri,
+                    uri=True,
+                    timeout=self.timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                conn.execute("PRAGMA synchronous = FULL")
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    @contextlib.contextmanager
+    def _transaction(self, kind: str) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        with self._translate():
+            conn.execute(kind)
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        with self._translate():
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+    # --- creation and validation --------------------------------------------------
+    def _create(self, budget: Budget, composition: str) -> None:
+        """Create the file atomically: build it aside, then hard-link it into place.
+
+        ``os.link`` fails if the path exists, so two processes creating the same
+        ledger at once cannot clobber each other, and no process ever sees a
+        half-initialised file.
+        """
+        directory = self.path.parent
+        if not directory.is_dir():
+            raise LedgerError(
+                f"cannot create the ledger {self.path}: the directory {directory} does not exist."
+            )
+        # A fresh name (not mkstemp, whose 0600 mode would lock out other users of a
+        # shared ledger): the file gets the usual permissions from the umask.
+        tmp = directory / f".{self.path.name}.{uuid.uuid4().hex}.new"
+        try:
+            open(tmp, "x").close()
+        except OSError as err:
+            raise LedgerError(f"cannot create the ledger {self.path}: {err}.") from None
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.executescript(_SCHEMA)
+                meta = {
+                    "format": _FORMAT,
+                    "schema_version": str(SCHEMA_VERSION),
+                    "budget_epsilon": _text(budget.epsilon_exact),
+                    "budget_delta": _text(budget.delta_exact),
+                    "budget_rho": "" if budget.rho_declared is None else _text(budget.rho_declared),
+                    "composition": composition,
+                    "created_at": datetime.now(UTC).isoformat(),
+                }
+                conn.execute("BEGIN")
+                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process created it first; validation checks its budget
+            except OSError:
+                # Filesystems without hard links: rename, with a tiny race window.
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except sqlite3.Error as err:
+            raise LedgerError(f"cannot create the ledger {self.path}: {err}.") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def _validate(self) -> tuple[Budget, str]:
+        with self._transaction("BEGIN") as conn:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if app_id != _APPLICATION_ID:
+                raise self._corrupt("it does not carry the dpkit ledger mark")
+            if version > SCHEMA_VERSION:
+                raise LedgerError(
+                    f"the ledger {self.path} has schema version {version}, written by a newer "
+                    f"dpkit (this one reads version {SCHEMA_VERSION}); upgrade dpkit."
+                )
+            if version != SCHEMA_VERSION:
+                raise self._corrupt(f"unknown schema version {version}")
+            columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(charges)"))
+            if columns != _COLUMNS:
+                raise self._corrupt("the charges table has the wrong columns")
+            if tuple(r[1] for r in conn.execute("PRAGMA table_info(meta)")) != ("key", "value"):
+                raise self._corrupt("the meta table has the wrong columns")
+            check = conn.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                raise self._corrupt("SQLite's integrity check failed")
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("format") != _FORMAT or meta.get("schema_version") != str(SCHEMA_VERSION):
+            raise self._corrupt("its header is missing or wrong")
+        try:
+            eps = self._amount(meta["budget_epsilon"], "the budget's epsilon")
+            delta = self._amount(meta["budget_delta"], "the budget's delta")
+            rho_text = meta["budget_rho"]
+            rho = None if rho_text == "" else self._amount(rho_text, "the budget's rho")
+            composition = meta["composition"]
+        except KeyError:
+            raise self._corrupt("its header is incomplete") from None
+        if delta >= 1 or eps == 0:
+            raise self._corrupt("the recorded budget is out of range")
+        return Budget._of(eps, delta, rho), composition
+
+    def _amount(self, text: object, what: str) -> Fraction:
+        if not isinstance(text, str) or not _AMOUNT.fullmatch(text):
+            raise self._corrupt(f"{what} is not a non-negative fraction")
+        _, _, denominator = text.partition("/")
+        if denominator and int(denominator) == 0:
+            raise self._corrupt(f"{what} has a zero denominator")
+        return Fraction(text)
+
+    # --- rows ---------------------------------------------------------------------
+    def _parse(self, raw: tuple[object, ...]) -> Row:
+        row_id, label, eps, delta, rho, path_text, created = raw
+        if not isinstance(row_id, int) or not isinstance(label, str):
+            raise self._corrupt("a charge has a malformed id or label")
+        where = f"charge #{row_id}"
+        e = self._amount(eps, f"the epsilon of {where}")
+        d = self._amount(delta, f"the delta of {where}")
+        r = None if rho is None else self._amount(rho, f"the rho of {where}")
+        if d >= 1:
+            raise self._corrupt(f"the delta of {where} is not below 1")
+        if not isinstance(created, int | float) or not math.isfinite(created):
+            raise self._corrupt(f"the time of {where} is not a number")
+        try:
+            levels = json.loads(path_text) if isinstance(path_text, str) else None
+            path = tuple(_level(x) for x in levels) if isinstance(levels, list) else None
+        except (ValueError, TypeError):
+            path = None
+        if path is None:
+            raise self._corrupt(f"the scope of {where} is unreadable")
+        return Row(row_id, label, Budget._of(e, d, r), path, float(created))
+
+    def read(self, after: int) -> list[Row]:
+        with self._transaction("BEGIN") as conn:
+            raw = conn.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
+            ).fetchall()
+        return [self._parse(tuple(r)) for r in raw]
+
+    @contextlib.contextmanager
+    def write(self, after: int) -> Iterator[Transaction]:
+        with self._transaction("BEGIN IMMEDIATE") as conn:
+            raw = conn.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
+            ).fetchall()
+            yield _SqliteTransaction(self, conn, [self._parse(tuple(r)) for r in raw])
+
+
+def _level(x: object) -> Level:
+    if (
+        isinstance(x, list)
+        and len(x) == 3
+        and isinstance(x[0], str)
+        and isinstance(x[1], str)
+        and (x[2] is None or isinstance(x[2], str))
+    ):
+        return (x[0], x[1], x[2])
+    raise ValueError("bad scope level")
+
+
+class _SqliteTransaction:
+    def __init__(self, ledger: SqliteLedger, conn: sqlite3.Connection, rows: list[Row]) -> None:
+        self._ledger = ledger
+        self._conn = conn
+        self.new_rows = rows
+
+    def append(self, rows: Sequence[NewRow]) -> list[Row]:
+        out = []
+        now = time.time()
+        with self._ledger._translate():
+            for r in rows:
+                rho = r.cost.rho_declared
+                cur = self._conn.execute(
+                    "INSERT INTO charges(label, epsilon, delta, rho, scope_path, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        r.label,
+                        _text(r.cost.epsilon_exact),
+                        _text(r.cost.delta_exact),
+                        None if rho is None else _text(rho),
+                        json.dumps([list(level) for level in r.path]),
+                        now,
+                    ),
+                )
+                row_id = cur.lastrowid
+                if row_id is None:  # pragma: no cover - sqlite always sets it for INSERT
+                    raise LedgerError("the ledger did not return the id of a new charge.")
+                out.append(Row(row_id, r.label, r.cost, r.path, now))
+        return out
+
+
+def _same_budget(a: Budget, b: Budget) -> bool:
+    return (
+        a.epsilon_exact == b.epsilon_exact
+        and a.delta_exact == b.delta_exact
+        and a.rho_declared == b.rho_declared
+    )
+
+
+def open_ledger(
+    ledger: str | os.PathLike[str] | None, budget: Budget, composition: str, timeout: float
+) -> Ledger:
+    """A MemoryLedger for None, else the SQLite ledger at that path (created if absent)."""
+    if ledger is None:
+        return MemoryLedger()
+    if not isinstance(ledger, str | os.PathLike):
+        raise InvalidParameterError(
+            f"ledger must be a file path or None, got an object of type {type(ledger).__name__}."
+        )
+    return SqliteLedger(ledger, budget, composition, timeout)
