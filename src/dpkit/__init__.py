@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from dpkit import histograms, mechanisms
 from dpkit.accounting import Accountant, Budget, ChargeRecord
 from dpkit.errors import (
     BudgetExceededError,
@@ -40,4 +41,6 @@ __all__ = [
     "PrivacyWarning",
     "Release",
     "__version__",
+    "histograms",
+    "mechanisms",
 ]

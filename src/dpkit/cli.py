@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
 import typer
 
 import dpkit
+from dpkit.errors import DPKitError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _friendly(func: F) -> F:
+    """Print dpkit's own errors as one clear line (exit code 2), not a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DPKitError as err:
+            typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(code=2) from None
+
+    return wrapper  # type: ignore[return-value]
+
 
 app = typer.Typer(
     help="dpkit: differentially private data analysis.",
@@ -37,6 +60,67 @@ def demo(
     from dpkit.demo import run_demo
 
     run_demo(seed=seed)
+
+
+@app.command()
+@_friendly
+def histogram(
+    table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
+    column: str = typer.Argument(..., help="The numeric column to histogram."),
+    method: str = typer.Option(
+        "structure-first", help="laplace | hierarchical | noise-first | structure-first"
+    ),
+    epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
+    bounds: tuple[float, float] | None = typer.Option(
+        None, help="Public range LO HI of the unit bins."
+    ),
+    units: int | None = typer.Option(None, help="Number of unit bins within --bounds."),
+    width: float | None = typer.Option(None, help="Width of a unit bin within --bounds."),
+    edges: str | None = typer.Option(None, help="Explicit public unit-bin edges, comma-separated."),
+    n_bins: int | None = typer.Option(
+        None, help="Number of merged bins k (NoiseFirst/StructureFirst)."
+    ),
+    max_count: float | None = typer.Option(
+        None, help="Public upper bound F on a unit count (StructureFirst)."
+    ),
+    statistic: str = typer.Option("mean", help="mean (SSE) or median (SAE) bins."),
+    branching: int | None = typer.Option(None, help="Branching factor (hierarchical)."),
+    selection: str = typer.Option("paper", help="NoiseFirst k rule: paper | penalised."),
+    sampler: str = typer.Option("paper", help="StructureFirst sampler: paper | joint."),
+    plot: Path | None = typer.Option(None, help="Save a picture with error bars (PNG, SVG, PDF)."),
+    seed: int | None = typer.Option(
+        None, help="Seed for reproducible noise (tests only; never publish)."
+    ),
+) -> None:
+    """Publish a DP histogram of a CSV column over public bins."""
+    from dpkit.histograms._cli import histogram_command
+
+    parsed_edges = None
+    if edges is not None:
+        try:
+            parsed_edges = [float(x) for x in edges.split(",") if x.strip()]
+        except ValueError:
+            raise dpkit.InvalidParameterError(
+                "--edges must be comma-separated numbers, e.g. 0,10,20,40."
+            ) from None
+    histogram_command(
+        table,
+        column,
+        method,
+        epsilon,
+        bounds=bounds,
+        units=units,
+        width=width,
+        edges=parsed_edges,
+        n_bins=n_bins,
+        max_count=max_count,
+        statistic=statistic,
+        branching=branching,
+        selection=selection,
+        sampler=sampler,
+        plot=plot,
+        seed=seed,
+    )
 
 
 def main() -> None:

@@ -1,0 +1,36 @@
+"""Differentially private histograms over a sequence of unit-bin counts.
+
+Four publishers, one contract: ``f(counts, epsilon, *, rng=None, ...)`` returns
+a :class:`PublishedHistogram` with ``.estimates`` (one value per unit bin),
+``.bins`` (the published boundaries), ``.epsilon``, ``.errors`` and
+``.answer(left, right)`` for range counts.
+
+* :func:`laplace` — Lap(1/epsilon) on every unit bin (the baseline).
+* :func:`hierarchical` — a b-ary tree of noisy counts made consistent
+  (Hay et al. 2010): the strong baseline for long ranges.
+* :func:`noise_first` — noisy counts, then the optimal merge (Xu et al. 2013).
+* :func:`structure_first` — a private optimal structure, then noisy bins
+  (Xu et al. 2013).
+
+Every publisher is epsilon-DP for datasets differing in one row (one unit count
+changes by 1); its docstring gives the sensitivity argument. See
+``docs/histograms.md`` for the evaluation on real data.
+"""
+
+from dpkit.histograms._optimal import interval_costs, optimal_histogram
+from dpkit.histograms._published import PublishedHistogram, answer
+from dpkit.histograms.hierarchical import hierarchical
+from dpkit.histograms.laplace import laplace
+from dpkit.histograms.noise_first import noise_first
+from dpkit.histograms.structure_first import structure_first
+
+__all__ = [
+    "PublishedHistogram",
+    "answer",
+    "hierarchical",
+    "interval_costs",
+    "laplace",
+    "noise_first",
+    "optimal_histogram",
+    "structure_first",
+]

@@ -1,0 +1,289 @@
+"""``dpkit histogram TABLE COLUMN``: publish a private histogram of a CSV column.
+
+The unit bins come from PUBLIC parameters given on the command line (bounds and
+a number of bins or a width, or explicit edges), never from the data. Values
+outside the bounds are clipped into the first/last unit bin and missing values
+are dropped, so every row adds at most 1 to exactly one unit count: the
+neighbouring relation the publishers assume.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import DataError, InvalidParameterError
+from dpkit.histograms._published import PublishedHistogram
+
+METHODS = ("laplace", "hierarchical", "noise-first", "structure-first")
+_NUMERIC_TYPES = (
+    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL",
+)  # fmt: skip
+
+
+def unit_edges(
+    *,
+    bounds: tuple[float, float] | None = None,
+    units: int | None = None,
+    width: float | None = None,
+    edges: Sequence[float] | None = None,
+) -> NDArray[np.float64]:
+    """Public unit-bin edges from ``edges``, or ``bounds`` with ``units`` or ``width``."""
+    from dpkit._checks import check_bounds
+
+    if edges is not None:
+        if bounds is not None or units is not None or width is not None:
+            raise InvalidParameterError(
+                "give either --edges or --bounds (with --units or --width), not both."
+            )
+        arr = np.asarray(list(edges), dtype=np.float64)
+        if (
+            arr.ndim != 1
+            or arr.size < 2
+            or not np.all(np.isfinite(arr))
+            or np.any(np.diff(arr) <= 0)
+        ):
+            raise InvalidParameterError(
+                "--edges must be at least two finite, strictly increasing numbers."
+            )
+        return arr
+    if bounds is None:
+        raise InvalidParameterError(
+            "the unit bins must be public: give --bounds LO HI with --units N or --width W "
+            "(e.g. --bounds 0 80 --width 1 for ages), or explicit --edges. dpkit never derives "
+            "bins from the data."
+        )
+    lo, hi = check_bounds(bounds, "bounds")
+    if (units is None) == (width is None):
+        raise InvalidParameterError("with --bounds give exactly one of --units N or --width W.")
+    if units is not None:
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise InvalidParameterError("--units must be an integer >= 1.")
+        return np.linspace(lo, hi, units + 1)
+    assert width is not None
+    if not math.isfinite(width) or width <= 0:
+        raise InvalidParameterError("--width must be a finite number > 0.")
+    count = math.ceil((hi - lo) / width - 1e-9)
+    if count > 100_000:
+        raise InvalidParameterError(
+            "--width gives more than 100,000 unit bins; use a larger width."
+        )
+    return lo + width * np.arange(count + 1, dtype=np.float64)
+
+
+def read_column(table: Path, column: str) -> NDArray[np.float64]:
+    """The numeric column of a CSV file as floats, missing values dropped (via DuckDB)."""
+    import duckdb
+
+    path = Path(table)
+    if not path.is_file():
+        raise InvalidParameterError(f"table {str(path)!r} is not a readable file.")
+    con = duckdb.connect()
+    try:
+        schema = con.execute("DESCRIBE SELECT * FROM read_csv_auto(?)", [str(path)]).fetchall()
+        types = {str(row[0]): str(row[1]).upper() for row in schema}
+        if column not in types:
+            raise InvalidParameterError(
+                f"column {column!r} is not in {path.name}; its columns are {', '.join(types)}."
+            )
+        kind = types[column]
+        if not (kind in _NUMERIC_TYPES or kind.startswith("DECIMAL")):
+            raise DataError(
+                f"column {column!r} is not numeric (DuckDB reads it as {kind}); "
+                "histograms need a numeric column."
+            )
+        quoted = '"' + column.replace('"', '""') + '"'
+        result = con.execute(
+            f"SELECT CAST({quoted} AS DOUBLE) AS v FROM read_csv_auto(?) WHERE {quoted} IS NOT NULL",
+            [str(path)],
+        ).fetchnumpy()
+    finally:
+        con.close()
+    values = np.asarray(result["v"], dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
+def bin_counts(values: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Unit counts over public ``edges``; values outside are clipped into the end bins."""
+    n = edges.size - 1
+    index = np.searchsorted(edges, values, side="right") - 1
+    return np.bincount(np.clip(index, 0, n - 1), minlength=n).astype(np.float64)
+
+
+def publish(
+    counts: NDArray[np.float64],
+    method: str,
+    epsilon: float,
+    *,
+    edges: NDArray[np.float64],
+    n_bins: int | None = None,
+    max_count: float | None = None,
+    statistic: str = "mean",
+    branching: int | None = None,
+    selection: str = "paper",
+    sampler: str = "paper",
+    rng: object = None,
+    accountant: Any = None,
+) -> PublishedHistogram:
+    """Dispatch to the publisher named ``method`` (one of :data:`METHODS`)."""
+    from dpkit import histograms
+
+    name = method.replace("_", "-").lower()
+    if name not in METHODS:
+        raise InvalidParameterError(
+            f"--method must be one of {', '.join(METHODS)}; got {method!r}."
+        )
+    if statistic not in ("mean", "median"):
+        raise InvalidParameterError("--statistic must be 'mean' or 'median'.")
+    stat: Literal["mean", "median"] = "median" if statistic == "median" else "mean"
+    common: dict[str, Any] = {"rng": rng, "accountant": accountant, "edges": edges}
+    if name == "laplace":
+        return histograms.laplace(counts, epsilon, **common)
+    if name == "hierarchical":
+        extra = {} if branching is None else {"branching": branching}
+        return histograms.hierarchical(counts, epsilon, **extra, **common)
+    if name == "noise-first":
+        if selection not in ("paper", "penalised"):
+            raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
+        return histograms.noise_first(
+            counts,
+            epsilon,
+            n_bins=n_bins,
+            statistic=stat,
+            selection="penalised" if selection == "penalised" else "paper",
+            **common,
+        )
+    if sampler not in ("paper", "joint"):
+        raise InvalidParameterError("--sampler must be 'paper' or 'joint'.")
+    return histograms.structure_first(
+        counts,
+        epsilon,
+        n_bins=n_bins,
+        max_count=max_count,
+        statistic=stat,
+        sampler="joint" if sampler == "joint" else "paper",
+        **common,
+    )
+
+
+def _format(value: float) -> str:
+    return f"{value:,.1f}" if abs(value) < 1e6 else f"{value:,.3g}"
+
+
+def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60) -> Any:
+    """A Rich table of the published bins with ±2 s.d. noise bounds."""
+    from rich.table import Table
+
+    from dpkit.histograms.plot import METHOD_LABELS
+
+    label = METHOD_LABELS.get(histogram.method, histogram.method)
+    table = Table(
+        title=(
+            f"DP histogram of {column!r}: {label}, "
+            f"ε = {histogram.epsilon:g}, {histogram.n_bins} bins"
+        ),
+        caption="± is 2 standard deviations of the noise (merged bins: plus an unknown merge error)",
+    )
+    table.add_column("bin", justify="left")
+    table.add_column("per unit bin", justify="right")
+    table.add_column("bin total", justify="right")
+    table.add_column("± (total)", justify="right", style="dim")
+    edges = histogram.bin_edges
+    rows = range(histogram.n_bins)
+    bins = histogram.bins
+    totals = histogram.answer(bins[:-1], bins[1:] - 1)
+    spreads = 2.0 * histogram.answer_error(bins[:-1], bins[1:] - 1)
+    shown = list(rows) if histogram.n_bins <= max_rows else list(rows)[: max_rows - 1]
+    for j in shown:
+        closing = "]" if j == histogram.n_bins - 1 else ")"
+        table.add_row(
+            f"[{edges[j]:g}, {edges[j + 1]:g}{closing}",
+            _format(float(histogram.bin_estimates[j])),
+            _format(float(totals[j])),
+            _format(float(spreads[j])),
+        )
+    if len(shown) < histogram.n_bins:
+        table.add_row(f"... {histogram.n_bins - len(shown)} more bins", "", "", "")
+    n = histogram.n_units
+    table.add_section()
+    table.add_row(
+        "all",
+        "",
+        _format(float(histogram.answer(0, n - 1))),
+        _format(2.0 * float(histogram.answer_error(0, n - 1))),
+    )
+    return table
+
+
+def histogram_command(
+    table: Path,
+    column: str,
+    method: str = "structure-first",
+    epsilon: float = 1.0,
+    *,
+    bounds: tuple[float, float] | None = None,
+    units: int | None = None,
+    width: float | None = None,
+    edges: Sequence[float] | None = None,
+    n_bins: int | None = None,
+    max_count: float | None = None,
+    statistic: str = "mean",
+    branching: int | None = None,
+    selection: str = "paper",
+    sampler: str = "paper",
+    plot: Path | None = None,
+    seed: int | None = None,
+    accountant: Any = None,
+    console: Any = None,
+) -> PublishedHistogram:
+    """Publish a DP histogram of ``column`` in the CSV ``table``; print it; optionally plot it.
+
+    Privacy: epsilon-DP (add/remove one row), as the chosen publisher states;
+    the unit bins are built from the public ``bounds``/``units``/``width`` or
+    ``edges`` only. ``seed`` makes the noise reproducible and must not be used
+    for real releases (None = secure randomness).
+    """
+    from rich.console import Console
+
+    from dpkit.histograms.plot import plot_histogram, save
+
+    out = console if console is not None else Console()
+    grid = unit_edges(bounds=bounds, units=units, width=width, edges=edges)
+    name = method.replace("_", "-").lower()
+    if name not in METHODS:
+        raise InvalidParameterError(
+            f"--method must be one of {', '.join(METHODS)}; got {method!r}."
+        )
+    if name == "structure-first" and statistic == "mean" and max_count is None:
+        raise InvalidParameterError(
+            "structure-first needs --max-count F, a public upper bound on any unit count "
+            "(e.g. the table's known maximum size), or --statistic median."
+        )
+    values = read_column(table, column)
+    counts = bin_counts(values, grid)
+    histogram = publish(
+        counts,
+        name,
+        epsilon,
+        edges=grid,
+        n_bins=n_bins,
+        max_count=max_count,
+        statistic=statistic,
+        branching=branching,
+        selection=selection,
+        sampler=sampler,
+        rng=seed,
+        accountant=accountant,
+    )
+    out.print(render_table(histogram, column))
+    if plot is not None:
+        fig = plot_histogram(histogram, xlabel=column)
+        save(fig, plot)
+        out.print(f"plot saved to {plot}")
+    return histogram

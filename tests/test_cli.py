@@ -1,0 +1,48 @@
+"""The command line: version, demo, and the wired subcommands."""
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+import dpkit
+from dpkit.cli import app
+
+runner = CliRunner()
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert dpkit.__version__ in result.output
+
+
+def test_demo_prints_answers_bounds_and_budget():
+    result = runner.invoke(app, ["demo"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "95% error bound" in result.output
+    assert "left: ε=" in result.output
+
+
+def test_histogram_command(tmp_path):
+    path = tmp_path / "ages.csv"
+    ages = np.random.default_rng(0).integers(0, 80, 500)
+    pd.DataFrame({"age": ages}).to_csv(path, index=False)
+    out = tmp_path / "h.png"
+    result = runner.invoke(
+        app,
+        ["histogram", str(path), "age", "--method", "laplace", "--epsilon", "1",
+         "--bounds", "0", "80", "--width", "10", "--plot", str(out), "--seed", "3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+
+
+def test_histogram_without_public_bins_is_a_clear_error(tmp_path):
+    path = tmp_path / "ages.csv"
+    pd.DataFrame({"age": [31, 45, 52]}).to_csv(path, index=False)
+    result = runner.invoke(app, ["histogram", str(path), "age", "--epsilon", "1"])
+    assert result.exit_code == 2
+    assert "public" in result.output
+    assert "Traceback" not in result.output
+    for value in ("31", "45", "52"):
+        assert value not in result.output
