@@ -46,3 +46,23 @@ def test_histogram_without_public_bins_is_a_clear_error(tmp_path):
     assert "Traceback" not in result.output
     for value in ("31", "45", "52"):
         assert value not in result.output
+
+
+def test_budget_command_shows_the_ledger(tmp_path):
+    ledger = tmp_path / "study.ledger"
+    accountant = dpkit.Accountant(dpkit.Budget(1.0), ledger=ledger)
+    accountant.charge(dpkit.Budget(0.25), "mean age")
+    accountant.close()
+    result = runner.invoke(app, ["budget", str(ledger)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "mean age" in result.output
+    assert "remaining: ε=0.75" in result.output
+
+
+def test_budget_command_on_a_corrupt_ledger(tmp_path):
+    ledger = tmp_path / "broken.ledger"
+    ledger.write_bytes(b"this is not a ledger")
+    result = runner.invoke(app, ["budget", str(ledger)])
+    assert result.exit_code == 2
+    assert "backup" in result.output
+    assert ledger.read_bytes() == b"this is not a ledger"

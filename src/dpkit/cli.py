@@ -123,6 +123,38 @@ def histogram(
     )
 
 
+@app.command()
+@_friendly
+def budget(
+    ledger: Path = typer.Argument(..., help="A dpkit ledger file.", exists=True, dir_okay=False),
+) -> None:
+    """Show a ledger's budget, what was spent on what, and what is left."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dpkit.accounting import Accountant
+
+    accountant = Accountant.from_ledger(ledger)
+    try:
+        table = Table(title=f"ledger {ledger.name}: budget {accountant.budget}")
+        table.add_column("#", justify="right")
+        table.add_column("when (UTC)")
+        table.add_column("release")
+        table.add_column("cost", justify="right")
+        for record in accountant.history:
+            table.add_row(
+                str(record.id),
+                f"{record.timestamp:%Y-%m-%d %H:%M:%S}",
+                record.label,
+                str(record.cost),
+            )
+        console = Console()
+        console.print(table)
+        console.print(f"spent: {accountant.spent}; remaining: {accountant.remaining}")
+    finally:
+        accountant.close()
+
+
 def main() -> None:
     """Entry point of the ``dpkit`` console script."""
     app()
