@@ -19,7 +19,7 @@ def test_version():
 def test_demo_prints_answers_bounds_and_budget():
     result = runner.invoke(app, ["demo"], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
-    assert "95% error bound" in result.output
+    assert "95% confidence interval" in result.output
     assert "left: ε=" in result.output
 
 

@@ -21,6 +21,7 @@ from dpkit.errors import (
     PrivacyWarning,
 )
 from dpkit.release import Release
+from dpkit.tables import Column, GroupedRelease, Schema, Session
 
 try:
     __version__ = version("dpkit")
@@ -32,14 +33,18 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "ChargeRecord",
+    "Column",
     "DPKitError",
     "DataError",
+    "GroupedRelease",
     "InvalidParameterError",
     "LedgerCorruptError",
     "LedgerError",
     "LedgerLockedError",
     "PrivacyWarning",
     "Release",
+    "Schema",
+    "Session",
     "__version__",
     "histograms",
     "mechanisms",

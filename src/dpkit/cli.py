@@ -155,6 +155,88 @@ def budget(
         accountant.close()
 
 
+@app.command()
+@_friendly
+def query(
+    table: Path = typer.Argument(..., help="A CSV or Parquet file.", exists=True, dir_okay=False),
+    query: str = typer.Argument(
+        ..., help="count, sum, mean, variance, std, quantile, median, min, max, mode or histogram."
+    ),
+    column: str | None = typer.Argument(None, help="The column (optional for count)."),
+    epsilon: float = typer.Option(..., help="Privacy budget this query spends."),
+    bounds: tuple[float, float] | None = typer.Option(None, help="Public bounds: --bounds LO HI."),
+    schema: Path | None = typer.Option(None, help="Schema file (.json, .toml, .yaml)."),
+    group_by: list[str] | None = typer.Option(
+        None, "--group-by", help="Group-by column (repeatable)."
+    ),
+    keys: list[str] | None = typer.Option(
+        None, "--keys", help="A public key (repeatable; 'A|x' for two columns), or 'private'."
+    ),
+    where: list[str] | None = typer.Option(
+        None, "--where", help="Filter: district=A, age>=18, region=N,S (repeatable)."
+    ),
+    q: float | None = typer.Option(None, "--q", help="Quantile for quantile (or min/max)."),
+    bins: int | None = typer.Option(None, help="Equal-width histogram bins over --bounds."),
+    domain: list[str] | None = typer.Option(None, "--domain", help="Public category (repeatable)."),
+    delta: float = typer.Option(0.0, help="δ this query spends (only with --keys private)."),
+    budget: float | None = typer.Option(
+        None, help="Total ε of the session/ledger (default: the ledger's, else --epsilon)."
+    ),
+    ledger: Path | None = typer.Option(None, help="Ledger file that persists spending."),
+    privacy_unit: str | None = typer.Option(None, "--privacy-unit", help="Person-id column."),
+    max_contributions: int = typer.Option(1, "--max-contributions", help="Rows kept per person."),
+    level: float = typer.Option(0.95, help="Confidence level of the intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Answer one private query about a table (DuckDB), with error bounds."""
+    from dpkit.tables._cli import query_command
+
+    raise typer.Exit(
+        query_command(
+            table, query, column, epsilon=epsilon, bounds=bounds, schema=schema, group_by=group_by,
+            keys=keys, where=where, q=q, bins=bins, domain=domain, delta=delta, budget=budget,
+            ledger=ledger, privacy_unit=privacy_unit, max_contributions=max_contributions,
+            level=level, as_json=as_json,
+        )
+    )  # fmt: skip
+
+
+walkthrough_app = typer.Typer(
+    help="Walk-throughs of the source documents on real data.", no_args_is_help=True
+)
+app.add_typer(walkthrough_app, name="walkthrough")
+
+
+def _default_data(name: str) -> Path | None:
+    """../shared/data/NAME beside the checkout, when it exists (benchmarks read data by path)."""
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        candidate = base.parent / "shared" / "data" / name
+        if candidate.exists():
+            return candidate
+    return None
+
+
+@walkthrough_app.command("titanic")
+@_friendly
+def walkthrough_titanic(
+    data: Path | None = typer.Option(
+        None, help="titanic.csv (default: ../shared/data/titanic.csv)."
+    ),
+    epsilon: float = typer.Option(1.0, help="ε of the single tree whose rules are printed."),
+    splits: int = typer.Option(20, help="Random train/test splits for the accuracy table."),
+    seed: int | None = typer.Option(
+        0, help="Seed of the splits and the noise (reproducible; never publish)."
+    ),
+) -> None:
+    """Document 000's ID3-on-Titanic walk-through, then accuracy of every DP tree."""
+    from dpkit.walkthroughs.titanic import run
+
+    path = data or _default_data("titanic.csv")
+    if path is None:
+        raise dpkit.InvalidParameterError("titanic.csv not found: pass --data PATH.")
+    run(path, epsilon=epsilon, splits=splits, seed=seed)
+
+
 def main() -> None:
     """Entry point of the ``dpkit`` console script."""
     app()

@@ -7,6 +7,7 @@ always drawn from the secure default source.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dpkit import mechanisms
-from dpkit.accounting import Accountant, Budget
+from dpkit.tables import GroupedRelease, Session
 
 DISTRICTS = ("Ba Dinh", "Hoan Kiem", "Dong Da", "Cau Giay", "Tay Ho")
 
@@ -40,73 +41,93 @@ class _Row:
     bound: str
 
 
+def _interval(ci: tuple[Any, Any] | None, digits: int = 1) -> str:
+    if ci is None:
+        return ""
+    return f"[{float(ci[0]):,.{digits}f}, {float(ci[1]):,.{digits}f}]"
+
+
 def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
-    """Answer a few private questions within a total budget of epsilon = 1."""
+    """Answer private questions through a :class:`dpkit.Session` with a total budget of 1."""
     console = console or Console()
     table = patients(seed=seed)
-    accountant = Accountant(Budget(1.0))
+    session = Session.from_pandas(table, epsilon=1.0)
     rows: list[_Row] = []
 
-    def ask(question: str, epsilon: float, release: object, fmt: str, bound_fmt: str) -> None:
-        rows.append(_Row(question, fmt, epsilon, bound_fmt))
+    def show(question: str, release: Any, digits: int = 1) -> None:
+        rows.append(
+            _Row(
+                question,
+                f"{release.value:,.{digits}f}",
+                release.epsilon,
+                _interval(release.ci, digits),
+            )
+        )
 
-    # 1. How many patients have the condition? Count: sensitivity 1 (add/remove one row).
-    count = mechanisms.Geometric(epsilon=0.2)
-    accountant.charge(count.cost, "count condition")
-    r = count.release(int(table["condition"].sum()))
-    ask("patients with the condition", 0.2, r, f"{r.value:,}", f"± {count.half_width(0.95):.0f}")
-
-    # 2. Mean age, ages declared in [0, 120]: noisy clipped sum / noisy count.
-    lo, hi = 0.0, 120.0
-    ages = table["age"].clip(lo, hi)
-    s_mech = mechanisms.Laplace(epsilon=0.15, sensitivity=max(abs(lo), abs(hi)))
-    c_mech = mechanisms.Geometric(epsilon=0.05)
-    accountant.charge(s_mech.cost + c_mech.cost, "mean age")
-    noisy_sum = s_mech.randomise(float(ages.sum()))
-    noisy_count = max(1, c_mech.randomise(len(ages)))
-    mean = noisy_sum / noisy_count
-    # Error bound: both noises within their 97.5% bounds (union bound gives 95%).
-    hs, hc = s_mech.half_width(0.975), c_mech.half_width(0.975)
-    worst = max(
-        abs((noisy_sum + a) / max(1, noisy_count + b) - mean) for a in (-hs, hs) for b in (-hc, hc)
+    # A count: sensitivity 1 under add/remove one row; geometric noise.
+    show("patients with the condition", session.count(where={"condition": True}, epsilon=0.1), 0)
+    # Bounded means: noisy clipped sum / noisy count, bounds declared (never read from the data).
+    show("mean age (declared bounds 0-120)", session.mean("age", bounds=(0, 120), epsilon=0.15))
+    # Group-by over a public list of districts: disjoint groups, so the cost is the max (parallel).
+    by_district = session.mean(
+        "weight", bounds=(30, 200), group_by="district", keys=list(DISTRICTS), epsilon=0.25
     )
-    ask("mean age (bounds 0-120)", 0.2, None, f"{mean:.1f}", f"± {worst:.1f}")
-
-    # 3. Patients per district (public list of districts): disjoint groups, parallel composition.
-    hist = mechanisms.Geometric(epsilon=0.3, size=len(DISTRICTS))
-    accountant.charge(hist.cost, "patients per district")
-    counts = table["district"].value_counts().reindex(DISTRICTS, fill_value=0).to_numpy()
-    noisy = hist.randomise(counts)
-    ask(
-        "largest district",
-        0.3,
-        None,
-        f"{DISTRICTS[int(np.argmax(noisy))]} ({noisy.max():,})",
-        f"± {hist.half_width(0.95):.0f} each",
+    assert isinstance(by_district, GroupedRelease)
+    for district in DISTRICTS:
+        release = by_district[district]
+        rows.append(
+            _Row(
+                f"  mean weight in {district}", f"{release.value:,.1f}", 0.0, _interval(release.ci)
+            )
+        )
+    rows.insert(
+        len(rows) - len(DISTRICTS),
+        _Row(
+            "mean weight by district (5 groups, one budget: parallel)", "", by_district.epsilon, ""
+        ),
     )
+    # A median by the exponential mechanism over a public grid: never the raw middle value plus noise.
+    for question, release in (
+        ("median age (exponential mechanism)", session.median("age", bounds=(0, 120), epsilon=0.2)),
+        (
+            "95th percentile of weight",
+            session.quantile("weight", 0.95, bounds=(30, 200), epsilon=0.1),
+        ),
+    ):
+        rank_error = release.details.get("rank_error", 0)
+        rows.append(
+            _Row(
+                question,
+                f"{release.value:,.1f}",
+                release.epsilon,
+                f"rank within ± {rank_error:,.0f} rows",
+            )
+        )
 
-    # 4. A local-DP survey: each patient answers through the coin-flip protocol (ln 3-DP, local).
+    # A local-DP survey: each patient answers through the coin-flip protocol (ln 3-DP, local).
     responses = mechanisms.coin_flip_survey(table["condition"].to_numpy())
     survey = mechanisms.coin_flip_estimate(responses)
-    assert survey.ci is not None  # numeric releases always carry an interval
-    ask(
-        "share with the condition (coin-flip survey, local DP)",
-        survey.epsilon,
-        None,
-        f"{survey.value:.3f}",
-        f"[{survey.ci[0]:.3f}, {survey.ci[1]:.3f}]",
+    rows.append(
+        _Row(
+            "share with the condition (coin-flip survey, local DP)",
+            f"{survey.value:.3f}",
+            survey.epsilon,
+            _interval(survey.ci, 3),
+        )
     )
 
     out = Table(title=f"dpkit demo: {len(table):,} synthetic patients, central budget ε = 1")
     out.add_column("question")
     out.add_column("private answer", justify="right")
     out.add_column("ε", justify="right")
-    out.add_column("95% error bound", justify="right")
+    out.add_column("95% confidence interval", justify="right")
     for row in rows:
-        out.add_row(row.question, row.answer, f"{row.epsilon:.3g}", row.bound)
+        out.add_row(
+            row.question, row.answer, f"{row.epsilon:.3g}" if row.epsilon else "", row.bound
+        )
     console.print(out)
     console.print(
-        f"Budget spent: {accountant.spent}; left: {accountant.remaining}. "
+        f"Budget spent: {session.spent}; left: {session.remaining}. "
         "(The survey is local DP: each answer was randomised by the patient, ε = ln 3 per person.)"
     )
     return rows

@@ -1,0 +1,200 @@
+"""What a table engine must compute, and the public specs it receives.
+
+An engine is a thin adapter: it turns a :class:`Rows` (filter, contribution
+bound), a :class:`Value` (how to read one column: null policy, clipping) and a
+list of group-by columns into *one* aggregation query, runs it inside the
+engine (SQL in DuckDB, DataFrame operations in Spark) and returns the small
+exact result as a pandas DataFrame. Engines never add noise and never loop over
+rows in Python; the session adds noise to what they return.
+
+Every spec here holds only public parameters (column names, bounds, filter
+literals chosen by the analyst, a salt), never data.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import pandas as pd
+
+from dpkit.errors import InvalidParameterError
+
+__all__ = [
+    "COMPARISONS",
+    "ColumnKind",
+    "Condition",
+    "Contribution",
+    "Engine",
+    "Rows",
+    "Value",
+    "check_literal",
+]
+
+ColumnKind = Literal["numeric", "text", "boolean", "temporal", "other"]
+
+#: Operators a :class:`Condition` may use.
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "not null")
+
+Literal_ = str | int | float | bool | _dt.date | _dt.datetime
+
+
+def check_literal(value: object, column: str) -> Literal_:
+    """A filter literal must be a plain, finite scalar (it is rendered into the query)."""
+    if isinstance(value, bool | int | str | _dt.date | _dt.datetime):
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidParameterError(
+                f"the filter value for {column!r} contains a NUL character."
+            )
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidParameterError(
+                f"the filter value for {column!r} must be finite; use ('is null', None) for missing values."
+            )
+        return value
+    # numpy scalars
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        return check_literal(value.item(), column)
+    raise InvalidParameterError(
+        f"the filter value for {column!r} must be a string, number, boolean or date, "
+        f"got {type(value).__name__}."
+    )
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``column <op> value``; a :class:`Rows` ANDs its conditions.
+
+    ``value`` is a scalar literal, a tuple of literals for ``in``/``not in``,
+    and ``None`` for ``is null``/``not null``.
+    """
+
+    column: str
+    op: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """Keep at most ``max_rows`` rows per value of ``column`` (the privacy unit).
+
+    Which rows are kept is decided by ordering each person's rows by a hash of
+    (row position, ``salt``): independent of the values, so the clipped
+    statistics are not biased, and a function of the person's own rows only,
+    so one person still changes at most ``max_rows`` rows of what is
+    aggregated. Rows whose id is missing are dropped.
+    """
+
+    column: str
+    max_rows: int
+    salt: int
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Which rows a query aggregates: the filter, then the contribution bound."""
+
+    where: tuple[Condition, ...] = ()
+    contribution: Contribution | None = None
+
+
+@dataclass(frozen=True)
+class Value:
+    """How a query reads one column.
+
+    Rows where the column is missing (NULL; for numbers also NaN and ±inf;
+    with ``coerce`` also text that does not parse as a number) are dropped if
+    ``nulls == "drop"``, else the value is ``replacement``. Numeric values are
+    then clipped to ``bounds`` when given.
+    """
+
+    column: str
+    numeric: bool
+    nulls: Literal["drop", "replace"] = "drop"
+    replacement: Any = None
+    coerce: bool = False
+    bounds: tuple[float, float] | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The operations a session needs from a table engine.
+
+    Each method runs one aggregation pass over the table. Results are pandas
+    DataFrames with one column per group-by column (named ``_g0``, ``_g1``, ...
+    in the order given) followed by the aggregate columns named in each
+    method's doc.
+    Groups with no rows do not appear (the session fills them in).
+    """
+
+    name: str
+
+    def column_kinds(self) -> dict[str, ColumnKind]:
+        """Each column's storage kind (public schema information)."""
+        ...
+
+    def column_types(self) -> dict[str, str]:
+        """Each column's storage type name as the engine reports it."""
+        ...
+
+    def has_rows(self) -> bool:
+        """Whether the table has at least one row (checked once, at session start)."""
+        ...
+
+    def moments(
+        self,
+        rows: Rows,
+        value: Value | None,
+        group_by: Sequence[Value],
+        center: float = 0.0,
+        grids: Sequence[float] = (),
+    ) -> pd.DataFrame:
+        """Column ``n`` (rows) and, for each ``grids[p-1]``, ``s{p}``: the exact integer
+
+        ``sum(round((v - center)**p / grids[p-1]))`` (returned as a float; exact
+        below 2**53). Integer sums do not depend on the summation order, so the
+        sensitivity argument holds for the computed value, not just for real
+        arithmetic (floating-point sums can exceed their nominal sensitivity),
+        and every engine returns the same numbers. ``value=None`` counts rows;
+        otherwise rows whose value is dropped by the null policy are not counted.
+        """
+        ...
+
+    def grid_counts(
+        self, rows: Rows, value: Value, group_by: Sequence[Value], lo: float, step: float, size: int
+    ) -> pd.DataFrame:
+        """Columns ``code``, ``n``: counts of clipped values by grid position.
+
+        With ``t = (v - lo) / step`` (``v`` clipped to ``[lo, lo + step*(size-1)]``),
+        code ``2*floor(t)`` if ``t`` is an integer ("on grid point floor(t)"),
+        else ``2*floor(t) + 1`` ("between points floor(t) and floor(t)+1").
+        """
+        ...
+
+    def bin_counts(
+        self, rows: Rows, value: Value, group_by: Sequence[Value], edges: Sequence[float]
+    ) -> pd.DataFrame:
+        """Columns ``bin``, ``n``: counts by histogram bin.
+
+        Values are clipped to ``[edges[0], edges[-1]]``; bin ``i`` holds
+        ``edges[i] <= v < edges[i+1]``, the last bin also ``v == edges[-1]``.
+        Comparisons are exact (a binary search over the edges, not a division).
+        """
+        ...
+
+    def value_counts(
+        self,
+        rows: Rows,
+        value: Value,
+        group_by: Sequence[Value],
+        domain: Sequence[Any] | None = None,
+    ) -> pd.DataFrame:
+        """Columns ``value``, ``n``: counts of each distinct (non-dropped) value.
+
+        With ``domain``, only values in it are counted (keeps the result small).
+        """
+        ...

@@ -1,0 +1,258 @@
+"""The Spark engine: the same aggregations as DataFrame operations in PySpark.
+
+For tables that outgrow one machine. Each method builds one Spark plan (filter,
+null policy, clip, optional per-person row bound, group-by aggregate), runs it
+on the cluster and collects only the small result. The expressions mirror the
+DuckDB engine's SQL one for one, and the test suite checks that both return
+the same exact aggregates on the same data.
+
+PySpark is imported lazily: dpkit works without it unless a session is made
+from a Spark DataFrame. Spark's error messages can quote data values, so
+failures are re-raised as a :class:`~dpkit.errors.DataError` without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from dpkit.errors import DataError
+from dpkit.tables.engines.base import ColumnKind, Condition, Rows, Value, check_literal
+
+__all__ = ["SparkEngine"]
+
+_V = "__dpkit_v"
+_PID = "__dpkit_pid"
+_POS = "__dpkit_pos"
+_NUMERIC_PREFIXES = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_INF = float("inf")
+
+
+def _kind(type_name: str) -> ColumnKind:
+    t = type_name.lower()
+    if t.startswith(_NUMERIC_PREFIXES):
+        return "numeric"
+    if t == "boolean":
+        return "boolean"
+    if t in ("string", "varchar", "char") or t.startswith(("varchar", "char")):
+        return "text"
+    if t.startswith(("date", "timestamp")):
+        return "temporal"
+    return "other"
+
+
+class SparkEngine:
+    """Aggregations over a PySpark DataFrame, one Spark job each."""
+
+    name = "spark"
+
+    def __init__(self, frame: Any) -> None:
+        from pyspark.sql import functions
+
+        self._df = frame
+        self._F = functions
+        self._types = dict(frame.dtypes)
+
+    # -- metadata -------------------------------------------------------------
+
+    def column_types(self) -> dict[str, str]:
+        return dict(self._types)
+
+    def column_kinds(self) -> dict[str, ColumnKind]:
+        return {c: _kind(t) for c, t in self._types.items()}
+
+    def has_rows(self) -> bool:
+        return bool(self._run(lambda: len(self._df.limit(1).collect()) > 0, "checking the table"))
+
+    # -- expressions -------------------------------------------------------------
+
+    def _condition(self, cond: Condition) -> Any:
+        F = self._F
+        col = F.col(f"`{cond.column}`")
+        op = cond.op
+        if op == "is null":
+            return col.isNull()
+        if op == "not null":
+            return col.isNotNull()
+        if op in ("in", "not in"):
+            items = [check_literal(v, cond.column) for v in cond.value]
+            if not items:
+                return F.lit(op == "not in")
+            member = col.isin(items)
+            return member if op == "in" else ~member
+        lit = F.lit(check_literal(cond.value, cond.column))
+        return {
+            "==": col == lit,
+            "!=": col != lit,
+            "<": col < lit,
+            "<=": col <= lit,
+            ">": col > lit,
+            ">=": col >= lit,
+        }[op]
+
+    def _value(self, value: Value) -> tuple[Any, Any | None]:
+        F = self._F
+        col = F.col(f"`{value.column}`")
+        if value.numeric:
+            x = col.try_cast("double") if value.coerce else col.cast("double")
+            missing = x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(_INF))
+        else:
+            x = col
+            missing = col.isNull()
+        if value.nulls == "drop":
+            expr, keep = x, ~missing
+        else:
+            fill = float(value.replacement) if value.numeric else value.replacement
+            expr, keep = F.when(missing, F.lit(fill)).otherwise(x), None
+        if value.numeric and value.bounds is not None:
+            lo, hi = F.lit(float(value.bounds[0])), F.lit(float(value.bounds[1]))
+            expr = F.when(expr < lo, lo).when(expr > hi, hi).otherwise(expr)
+        return expr, keep
+
+    def _base(self, rows: Rows, value: Value | None, group_by: Sequence[Value]) -> Any:
+        from pyspark.sql import Window
+
+        F = self._F
+        df = self._df
+        for cond in rows.where:
+            df = df.filter(self._condition(cond))
+        cols: list[Any] = []
+        for i, g in enumerate(group_by):
+            expr, keep = self._value(g)
+            cols.append(expr.alias(f"_g{i}"))
+            if keep is not None:
+                df = df.filter(keep)
+        if value is not None:
+            expr, keep = self._value(value)
+            cols.append(expr.alias(_V))
+            if keep is not None:
+                df = df.filter(keep)
+        contribution = rows.contribution
+        if contribution is not None:
+            pid = F.col(f"`{contribution.column}`")
+            df = df.filter(pid.isNotNull())
+            cols.append(pid.alias(_PID))
+            cols.append(F.monotonically_increasing_id().alias(_POS))
+        df = df.select(*cols) if cols else df.select(F.lit(1).alias("__dpkit_one"))
+        if contribution is not None:
+            order = F.xxhash64(F.col(_POS), F.lit(int(contribution.salt)))
+            window = Window.partitionBy(_PID).orderBy(order, F.col(_POS))
+            df = (
+                df.withColumn("__dpkit_rank", F.row_number().over(window))
+                .filter(F.col("__dpkit_rank") <= int(contribution.max_rows))
+                .drop("__dpkit_rank")
+            )
+        return df
+
+    @staticmethod
+    def _groups(group_by: Sequence[Value]) -> list[str]:
+        return [f"_g{i}" for i in range(len(group_by))]
+
+    def _bin_tree(self, x: Any, edges: Sequence[float], first: int, last: int) -> Any:
+        F = self._F
+        if first == last:
+            return F.lit(first)
+        mid = (first + last + 1) // 2
+        return F.when(
+            x < F.lit(float(edges[mid])), self._bin_tree(x, edges, first, mid - 1)
+        ).otherwise(self._bin_tree(x, edges, mid, last))
+
+    # -- aggregations ------------------------------------------------------------
+
+    def moments(
+        self,
+        rows: Rows,
+        value: Value | None,
+        group_by: Sequence[Value],
+        center: float = 0.0,
+        grids: Sequence[float] = (),
+    ) -> pd.DataFrame:
+        F = self._F
+        df = self._base(rows, value, group_by)
+        aggs = [F.count(F.lit(1)).alias("n")]
+        if value is not None:
+            centred = F.col(_V) - F.lit(float(center))
+            term = centred
+            for p, grid in enumerate(grids, start=1):
+                # Exact integer sums as in DuckDB (a term is < 2**21: no overflow below 2**42 rows).
+                units = F.round(term / F.lit(float(grid))).cast("long")
+                aggs.append(F.coalesce(F.sum(units), F.lit(0)).cast("double").alias(f"s{p}"))
+                term = term * centred
+        groups = self._groups(group_by)
+        out = df.groupBy(*groups).agg(*aggs) if groups else df.agg(*aggs)
+        return self._collect(out, "aggregating", value, group_by)
+
+    def grid_counts(
+        self, rows: Rows, value: Value, group_by: Sequence[Value], lo: float, step: float, size: int
+    ) -> pd.DataFrame:
+        from dpkit.tables.engines.duckdb_engine import _clamp_codes
+
+        F = self._F
+        df = self._base(rows, value, group_by)
+        t = (F.col(_V) - F.lit(float(lo))) / F.lit(float(step))
+        f = F.floor(t)
+        code = F.when(t == f, f * 2).otherwise(f * 2 + 1).cast("long")
+        groups = self._groups(group_by)
+        out = (
+            df.select(*groups, code.alias("code"))
+            .groupBy(*groups, "code")
+            .agg(F.count(F.lit(1)).alias("n"))
+        )
+        return _clamp_codes(self._collect(out, "counting by grid position", value, group_by), size)
+
+    def bin_counts(
+        self, rows: Rows, value: Value, group_by: Sequence[Value], edges: Sequence[float]
+    ) -> pd.DataFrame:
+        F = self._F
+        df = self._base(rows, value, group_by)
+        tree = self._bin_tree(F.col(_V), edges, 0, len(edges) - 2)
+        groups = self._groups(group_by)
+        out = (
+            df.select(*groups, tree.alias("bin"))
+            .groupBy(*groups, "bin")
+            .agg(F.count(F.lit(1)).alias("n"))
+        )
+        return self._collect(out, "counting by bin", value, group_by)
+
+    def value_counts(
+        self,
+        rows: Rows,
+        value: Value,
+        group_by: Sequence[Value],
+        domain: Sequence[Any] | None = None,
+    ) -> pd.DataFrame:
+        F = self._F
+        df = self._base(rows, value, group_by)
+        if domain is not None:
+            df = df.filter(F.col(_V).isin([check_literal(v, value.column) for v in domain]))
+        groups = self._groups(group_by)
+        out = (
+            df.select(*groups, F.col(_V).alias("value"))
+            .groupBy(*groups, "value")
+            .agg(F.count(F.lit(1)).alias("n"))
+        )
+        return self._collect(out, "counting values", value, group_by)
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _run(self, action: Any, what: str, cols: Sequence[str] = ()) -> Any:
+        try:
+            return action()
+        except Exception:  # Spark raises many types (Py4J, Analysis, Arithmetic ...)
+            pass  # raised below, outside the handler, so the original is not even chained
+        where = f" for column(s) {list(cols)}" if cols else ""
+        raise DataError(
+            f"Spark failed while {what}{where}. Its message is withheld because it can "
+            "quote data values. Check that each column's stored type matches how the "
+            "query uses it (e.g. numbers stored as text need coerce=True in the schema)."
+        )
+
+    def _collect(
+        self, frame: Any, what: str, value: Value | None, group_by: Sequence[Value]
+    ) -> pd.DataFrame:
+        cols = [g.column for g in group_by] + ([value.column] if value is not None else [])
+        rows = self._run(frame.collect, what, cols)
+        names = list(frame.columns)
+        return pd.DataFrame([tuple(r) for r in rows], columns=names)

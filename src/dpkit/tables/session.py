@@ -1,0 +1,919 @@
+"""``dpkit.Session``: private aggregate queries over one table, paid from one budget.
+
+A session binds a table (through an engine: DuckDB by default, or Spark), a
+:class:`~dpkit.tables.schema.Schema` of public metadata, and an
+:class:`~dpkit.accounting.Accountant` holding the budget (optionally persisted
+in a ledger file). Every query:
+
+1. validates its public parameters (columns, bounds, domains, epsilon) and
+   computes its cost — no data is touched, so errors here reveal nothing;
+2. charges the accountant, which refuses (raising
+   :class:`~dpkit.errors.BudgetExceededError`) before anything is read;
+3. runs *one* aggregation inside the engine (clipped sums, counts per bucket
+   or per group), and
+4. adds calibrated noise with :mod:`dpkit.mechanisms` and returns a
+   :class:`~dpkit.Release` (or a :class:`GroupedRelease`) with the value, its
+   cost, a confidence interval and the budget left.
+
+Neighbouring relation: add or remove one row; with ``privacy_unit=`` add or
+remove all rows of one person, of which each query keeps at most
+``max_contributions``. The privacy argument of each query is in its docstring
+and, at length, in ``docs/queries.md``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpkit._checks import check_delta, check_epsilon, check_level, exact
+from dpkit.errors import DataError, InvalidParameterError
+from dpkit.tables import queries as Q
+from dpkit.tables._core import (
+    HISTOGRAM_METHODS,
+    QUERY_KINDS,
+    Bounds,
+    Result,
+    _SessionCore,
+    _with_remaining,
+)
+from dpkit.tables.batch import Parallel, Plan, Query, _Prepared
+from dpkit.tables.engines.base import ColumnKind, Contribution, Engine
+from dpkit.tables.filters import Where
+from dpkit.tables.schema import Schema
+
+__all__ = ["HISTOGRAM_METHODS", "QUERY_KINDS", "Parallel", "Plan", "Query", "Session"]
+
+
+class Session(_SessionCore):
+    """Private queries over one table, paid from one privacy budget.
+
+    Build one with a constructor for your source: :meth:`from_csv`,
+    :meth:`from_parquet`, :meth:`from_pandas`, :meth:`from_polars`,
+    :meth:`from_arrow`, :meth:`from_duckdb`, :meth:`from_sql`,
+    :meth:`from_spark` (or pass an engine directly).
+
+    Args:
+        engine: the table engine (see :mod:`dpkit.tables.engines`).
+        epsilon, delta: the total budget of the session.
+        ledger: a file that records every charge; a new session on the same
+            file (in this process or another) sees what was already spent.
+        schema: a :class:`Schema`, a mapping in the schema file format, or a
+            path to a JSON/TOML/YAML schema file.
+        privacy_unit: a column identifying people. The guarantee is then per
+            person (adding or removing all their rows); each query keeps at
+            most ``max_contributions`` rows per person, chosen by a random
+            order that ignores values, and scales its sensitivities by that.
+        max_contributions: the per-person row bound ``k`` (default 1).
+        rng: ``None`` (secure randomness, the default), or an ``int`` seed /
+            ``numpy.random.Generator`` for reproducible tests. Never publish
+            answers made with a seed.
+        level: default confidence level of the intervals (0.95).
+        accountant: an existing :class:`~dpkit.accounting.Accountant` to pay
+            from instead of ``epsilon``/``delta``/``ledger`` (one budget shared
+            by several sessions or other releases).
+
+    The emptiness of the whole table is treated as public metadata (like its
+    column names): a session refuses an empty table at construction. Whether
+    a *filter* or *group* is empty is private and only ever shows through
+    noisy answers.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        privacy_unit: str | None = None,
+        max_contributions: int = 1,
+        rng: object = None,
+        level: float = 0.95,
+        accountant: Any = None,
+    ) -> None:
+        from dpkit.accounting import Accountant, Budget
+
+        if accountant is not None:
+            if epsilon is not None or delta or ledger is not None:
+                raise InvalidParameterError(
+                    "give either accountant= (a shared budget) or epsilon=/delta=/ledger=, not both."
+                )
+            if not isinstance(accountant, Accountant):
+                raise InvalidParameterError("accountant must be a dpkit.accounting.Accountant.")
+        elif epsilon is None:
+            raise InvalidParameterError(
+                "a session needs epsilon=, its total privacy budget (e.g. epsilon=1.0), or "
+                "accountant= to share an existing budget."
+            )
+        else:
+            check_epsilon(epsilon)
+            check_delta(delta)
+        self._engine = engine
+        self._kinds: dict[str, ColumnKind] = engine.column_kinds()
+        self._schema = self._load_schema(schema)
+        self._level = check_level(level)
+        if privacy_unit is not None:
+            self._check_column(privacy_unit, "privacy_unit")
+        if (
+            not isinstance(max_contributions, int | np.integer)
+            or isinstance(max_contributions, bool)
+            or max_contributions < 1
+        ):
+            raise InvalidParameterError(
+                "max_contributions must be an integer >= 1 (the most rows one person may add "
+                "to a query)."
+            )
+        if max_contributions != 1 and privacy_unit is None:
+            raise InvalidParameterError(
+                "max_contributions needs privacy_unit=<person id column>; with one row per "
+                "person (the default) it is 1."
+            )
+        self._k = int(max_contributions)
+        self._rng = self._make_rng(rng)
+        self._contribution = (
+            None if privacy_unit is None else Contribution(privacy_unit, self._k, self._draw_salt())
+        )
+        if not engine.has_rows():
+            raise DataError(
+                "the table has no rows, so there is nothing to query. (The table's emptiness "
+                "is treated as public metadata; emptiness after a filter is not, and shows "
+                "only through noisy answers.)"
+            )
+        if accountant is None:
+            assert epsilon is not None  # checked above
+            accountant = Accountant(Budget(epsilon, delta), ledger=ledger)
+        self._accountant = accountant
+
+    # -- constructors ---------------------------------------------------------------------
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: str | PathLike[str],
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        materialize: bool = False,
+        read_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a CSV file, scanned by DuckDB (types from DuckDB's sniffer).
+
+        ``read_options`` go to ``duckdb.read_csv`` (e.g. ``{"delim": ";"}``).
+        ``materialize=True`` loads the file into DuckDB once (faster repeated
+        queries, uses memory); otherwise every query scans the file.
+        ``options`` are the other :class:`Session` arguments.
+        """
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        p = Path(path)
+        if not p.is_file():
+            raise InvalidParameterError(f"CSV file {str(p)!r} does not exist.")
+        con = connect()
+        rel = _guard_read(lambda: con.read_csv(str(p), **dict(read_options or {})), "CSV file")
+        return cls(
+            DuckDBEngine(con, _as_view(con, rel, materialize=materialize)),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_parquet(
+        cls,
+        path: str | PathLike[str],
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a Parquet file (or glob), scanned by DuckDB."""
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        con = connect()
+        rel = _guard_read(lambda: con.read_parquet(str(path)), "Parquet file")
+        return cls(
+            DuckDBEngine(con, _as_view(con, rel)),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_pandas(
+        cls,
+        df: pd.DataFrame,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a pandas DataFrame, queried in place by DuckDB (no copy)."""
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        if not isinstance(df, pd.DataFrame):
+            raise InvalidParameterError(
+                f"from_pandas needs a pandas DataFrame, got {type(df).__name__}."
+            )
+        con = connect()
+        rel = _guard_read(lambda: con.from_df(df), "DataFrame")
+        return cls(
+            DuckDBEngine(con, _as_view(con, rel)),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_polars(
+        cls,
+        df: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a polars DataFrame (through Arrow, zero-copy where possible)."""
+        if not hasattr(df, "to_arrow"):
+            raise InvalidParameterError(
+                f"from_polars needs a polars DataFrame, got {type(df).__name__}."
+            )
+        return cls.from_arrow(
+            df.to_arrow(), epsilon=epsilon, delta=delta, ledger=ledger, schema=schema, **options
+        )
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a ``pyarrow.Table`` (or record batch reader), scanned by DuckDB."""
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        con = connect()
+        rel = _guard_read(lambda: con.from_arrow(table), "Arrow table")
+        return cls(
+            DuckDBEngine(con, _as_view(con, rel)),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_duckdb(
+        cls,
+        source: Any,
+        *,
+        connection: Any = None,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a DuckDB relation, or a table/view name on ``connection``."""
+        import duckdb
+
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine
+
+        if isinstance(source, duckdb.DuckDBPyRelation):
+            engine = DuckDBEngine(connection, source)
+        elif isinstance(source, str):
+            if connection is None:
+                raise InvalidParameterError(
+                    "from_duckdb with a table name needs connection=<duckdb connection>."
+                )
+            engine = _guard_read(
+                lambda: DuckDBEngine(connection, source), f"DuckDB table {source!r}"
+            )
+        else:
+            raise InvalidParameterError(
+                "from_duckdb needs a duckdb relation or a table name with connection=."
+            )
+        return cls(
+            engine,
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_sql(
+        cls,
+        database: str | PathLike[str],
+        table: str,
+        *,
+        kind: str = "sqlite",
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a table in a SQLite file or a PostgreSQL database.
+
+        DuckDB reads it through its ``sqlite``/``postgres`` scanner extension
+        (attached read-only), which must already be installed: dpkit never
+        downloads anything at run time. Without the extension, a SQLite table
+        is read with Python's ``sqlite3`` into DuckDB (in memory); PostgreSQL
+        raises an error saying how to install the extension.
+
+        ``database`` is a file path (SQLite) or a libpq connection string
+        (PostgreSQL, e.g. ``"dbname=shop host=localhost"``).
+        """
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        if kind not in ("sqlite", "postgres"):
+            raise InvalidParameterError(f"kind must be 'sqlite' or 'postgres', got {kind!r}.")
+        if not isinstance(table, str) or not table:
+            raise InvalidParameterError("table must be a table name.")
+        con = connect()
+        try:
+            con.execute(f"LOAD {kind}")
+            loaded = True
+        except Exception:
+            loaded = False
+        if loaded:
+            from dpkit.tables.engines._sql import literal, quote
+
+            attach_type = "SQLITE" if kind == "sqlite" else "POSTGRES"
+            _guard_read(
+                lambda: con.execute(
+                    f"ATTACH {literal(str(database))} AS dpkit_source (TYPE {attach_type}, READ_ONLY)"
+                ),
+                "database",
+            )
+            rel = _guard_read(
+                lambda: con.sql(f"SELECT * FROM dpkit_source.{quote(table)}"), "table"
+            )
+        elif kind == "sqlite":
+            rel = _sqlite_fallback(con, Path(database), table)
+        else:
+            raise InvalidParameterError(
+                "DuckDB's postgres extension is not installed, and dpkit does not download at run "
+                'time. Install it once on a connected machine: python -c "import duckdb; '
+                "duckdb.install_extension('postgres')\"."
+            )
+        return cls(
+            DuckDBEngine(con, _as_view(con, rel)),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def from_spark(
+        cls,
+        df: Any,
+        *,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a PySpark DataFrame; every aggregation runs in Spark."""
+        from dpkit.tables.engines.spark_engine import SparkEngine
+
+        if not (hasattr(df, "groupBy") and hasattr(df, "dtypes")):
+            raise InvalidParameterError(
+                f"from_spark needs a PySpark DataFrame, got {type(df).__name__}."
+            )
+        return cls(
+            SparkEngine(df), epsilon=epsilon, delta=delta, ledger=ledger, schema=schema, **options
+        )
+
+    # -- public state -----------------------------------------------------------------
+
+    @property
+    def remaining(self) -> Any:
+        """The budget left (a :class:`dpkit.Budget`)."""
+        return self._accountant.remaining
+
+    @property
+    def spent(self) -> Any:
+        """The budget spent so far, including by other sessions on the same ledger."""
+        return self._accountant.spent
+
+    @property
+    def accountant(self) -> Any:
+        """The :class:`~dpkit.accounting.Accountant` that pays for this session's queries."""
+        return self._accountant
+
+    @property
+    def schema(self) -> Schema:
+        return self._schema
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Column names and storage types (public metadata)."""
+        return self._engine.column_types()
+
+    @property
+    def column_kinds(self) -> dict[str, ColumnKind]:
+        """Column names and kinds: numeric, text, boolean, temporal or other (public)."""
+        return dict(self._kinds)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    # -- queries ----------------------------------------------------------------------
+
+    def count(
+        self,
+        column: str | None = None,
+        *,
+        epsilon: float,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Noisy number of rows (with ``column``: rows where it is not dropped as missing).
+
+        Privacy: ε-DP (add/remove one row changes the count by 1, or by ``k``
+        per person: two-sided geometric noise of scale ``k/ε``). With
+        ``group_by`` each row is in one group, so the vector of counts has ℓ1
+        sensitivity ``k`` and the whole result costs ε (parallel
+        composition). With ``keys="private"``, (ε, δ)-DP: only keys whose
+        noisy count reaches :func:`~dpkit.tables.queries.partition_threshold`
+        are released, the same noisy counts being the answers.
+        ``ci``: ``value ± half_width`` (exact for the geometric noise), with
+        the lower end at least 0.
+        """
+        return self._query(
+            "count",
+            column,
+            epsilon=epsilon,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def sum(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        bounds: Bounds = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Noisy sum of the column clipped to ``bounds = (lo, hi)``.
+
+        Privacy: ε-DP. Clipping bounds each row's contribution, so adding or
+        removing a row changes the sum by at most ``max(|lo|, |hi|)`` (times
+        ``k`` per person): Laplace noise of that scale over ε. ``ci`` is
+        ``value ± half_width`` and contains the *clipped* sum. See
+        :meth:`count` for ``group_by``/``keys``; with private keys half of ε
+        selects the groups. ``bounds="private"`` first spends
+        ``PRIVATE_BOUNDS_FRACTION`` (25%) of ε choosing the bounds from a
+        thresholded noisy histogram over a public coarse grid (they are in
+        ``details["bounds"]``); the same option works for mean, variance, std.
+        """
+        return self._query(
+            "sum",
+            column,
+            epsilon=epsilon,
+            bounds=bounds,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def mean(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        bounds: Bounds = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Noisy mean of the column clipped to ``bounds``: noisy centred sum / noisy count.
+
+        Privacy: ε-DP by sequential composition of a Laplace sum of
+        ``clip(x) - mid`` (sensitivity ``(hi - lo)/2``, times ``k``) and a
+        geometric count (sensitivity ``k``), with ε split by
+        :func:`~dpkit.tables.queries.mean_split` to minimise the worst-case
+        error bound. The ratio is post-processing. ``ci`` contains the clipped
+        mean with probability ≥ ``level`` (union bound over the two noises,
+        interval arithmetic: :func:`~dpkit.tables.queries.mean_interval`).
+        With private keys the noisy count also selects the groups.
+        """
+        return self._query(
+            "mean",
+            column,
+            epsilon=epsilon,
+            bounds=bounds,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def variance(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        bounds: Bounds = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Noisy population variance of the clipped column, from three noisy sums.
+
+        Privacy: ε-DP: Laplace sums of ``(clip(x) - mid)**2`` (sensitivity
+        ``r**2``) and ``clip(x) - mid`` (``r``), and a geometric count
+        (1), all times ``k``, with ε split ``0.293 : 0.414 : 0.293``
+        (:func:`~dpkit.tables.queries.variance_split`). ``ci`` contains the
+        clipped variance with probability ≥ ``level``
+        (:func:`~dpkit.tables.queries.variance_interval`).
+        """
+        return self._query(
+            "variance",
+            column,
+            epsilon=epsilon,
+            bounds=bounds,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def std(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        bounds: Bounds = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Square root of :meth:`variance` (post-processing; same guarantee and cost)."""
+        return self._query(
+            "std",
+            column,
+            epsilon=epsilon,
+            bounds=bounds,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def quantile(
+        self,
+        column: str,
+        q: float,
+        *,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        grid_size: int = 10001,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """A q-quantile chosen by the exponential mechanism over a public grid.
+
+        The candidates are ``grid_size`` evenly spaced points of ``bounds``
+        (public). One engine pass counts the clipped values by grid position;
+        candidate ``c`` has utility ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
+        (:func:`~dpkit.tables.queries.quantile_utilities`), sensitivity
+        ``Δ = max(q, 1 - q)`` (times ``k`` per person), and is drawn with
+        probability ``∝ exp(ε u / (2Δ))``. Privacy: ε-DP. The answer is a grid point, so its
+        resolution is ``(hi - lo) / (grid_size - 1)``.
+
+        Accuracy: no interval in value units can be given without looking at
+        the data, so ``ci`` is ``None`` and ``details["rank_error"]`` states
+        the guarantee instead: with probability ≥ ``level`` the released
+        value's utility is within that many rows of the best grid point's.
+        """
+        return self._query(
+            "quantile",
+            column,
+            q=q,
+            epsilon=epsilon,
+            bounds=bounds,
+            grid_size=grid_size,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def median(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        bounds: tuple[float, float] | None = None,
+        grid_size: int = 10001,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """:meth:`quantile` with ``q = 0.5`` (same guarantee: ε-DP, or (ε, δ) with private keys)."""
+        return self._query(
+            "median",
+            column,
+            epsilon=epsilon,
+            bounds=bounds,
+            grid_size=grid_size,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def min(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        q: float = Q.MIN_QUANTILE,
+        bounds: tuple[float, float] | None = None,
+        grid_size: int = 10001,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """A private minimum: the ``q = MIN_QUANTILE`` (0.01) quantile by :meth:`quantile`.
+
+        Never the raw minimum plus noise, which is not differentially private
+        at any noise scale: one row can move the minimum anywhere in the
+        bounds. Same guarantee as :meth:`quantile` (ε-DP).
+        """
+        return self._query(
+            "min",
+            column,
+            q=q,
+            epsilon=epsilon,
+            bounds=bounds,
+            grid_size=grid_size,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def max(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        q: float = Q.MAX_QUANTILE,
+        bounds: tuple[float, float] | None = None,
+        grid_size: int = 10001,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """A private maximum: the ``q = MAX_QUANTILE`` (0.99) quantile by :meth:`quantile` (ε-DP)."""
+        return self._query(
+            "max",
+            column,
+            q=q,
+            epsilon=epsilon,
+            bounds=bounds,
+            grid_size=grid_size,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def mode(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        domain: Sequence[Any] | None = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """The most frequent value of a public ``domain``, by the exponential mechanism.
+
+        One engine pass counts each domain value; the counts are the
+        utilities. Adding a row raises one count by 1 and lowers none, so the
+        utilities are monotonic with sensitivity 1 (``k``) and the selection
+        uses ``P ∝ exp(ε · count / k)``: ε-DP. ``ci`` is ``None``;
+        ``details["count_error"]`` bounds, with probability ≥ ``level``, how
+        many rows fewer the chosen value may have than the true mode.
+        """
+        return self._query(
+            "mode",
+            column,
+            epsilon=epsilon,
+            domain=domain,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    def histogram(
+        self,
+        column: str,
+        *,
+        epsilon: float,
+        edges: Sequence[float] | None = None,
+        bins: int | None = None,
+        bounds: tuple[float, float] | None = None,
+        domain: Sequence[Any] | None = None,
+        method: str | None = None,
+        where: Where = None,
+        group_by: str | Sequence[str] | None = None,
+        keys: Any = None,
+        delta: float = 0.0,
+        level: float | None = None,
+    ) -> Result:
+        """Noisy counts per public bin (numeric ``edges``, or ``bins`` over ``bounds``) or per domain value.
+
+        One engine pass counts every bin. Each row is in exactly one bin
+        (values are clipped into the end bins), so the count vector has ℓ1
+        sensitivity 1 (``k``): geometric noise of scale ``k/ε`` on every bin
+        is ε-DP for the whole histogram (parallel composition over bins).
+        ``value`` is the array of noisy counts, ``ci`` a pair of arrays (each
+        bin's own interval); ``details`` has the edges or labels.
+
+        ``method`` in ``HISTOGRAM_METHODS`` hands the exact counts to
+        :mod:`dpkit.histograms` instead (with ``ε/k``: group privacy turns an
+        ε/k-DP publication for one-row changes into ε-DP for ``k`` rows);
+        ``value`` is then its estimates, ``ci`` is ``None`` and
+        ``details["published"]`` is the published histogram (range queries,
+        error estimates).
+        """
+        return self._query(
+            "histogram",
+            column,
+            epsilon=epsilon,
+            edges=edges,
+            bins=bins,
+            bounds=bounds,
+            domain=domain,
+            method=method,
+            where=where,
+            group_by=group_by,
+            keys=keys,
+            delta=delta,
+            level=level,
+        )
+
+    # -- batch ------------------------------------------------------------------------
+
+    def _query(self, kind: str, column: str | None, **params: Any) -> Result:
+        return self._execute(self._prepare(kind, column, params))
+
+    def plan(self, queries: Sequence[Query | Parallel]) -> Plan:
+        """Validate and cost a batch of queries without touching the data (a dry run).
+
+        Sequential composition across items; a :class:`Parallel` item costs
+        the max of its members (they read disjoint rows).
+        """
+        from dpkit.accounting import Budget
+
+        items: list[tuple[_Prepared, ...]] = []
+        eps_total = exact(0)
+        delta_total = exact(0)
+        for item in queries:
+            prepared: tuple[_Prepared, ...]
+            if isinstance(item, Query):
+                prepared = (self._prepare_query(item),)
+            elif isinstance(item, Parallel):
+                prepared = self._prepare_parallel(item)
+            else:
+                raise InvalidParameterError("plan() takes a list of Query and Parallel items.")
+            items.append(prepared)
+            eps_total += max(exact(p.epsilon) for p in prepared)
+            delta_total += max(exact(p.delta) for p in prepared)
+        if not items:
+            raise InvalidParameterError("plan() needs at least one query.")
+        cost = Budget(eps_total, delta_total)
+        return Plan(tuple(items), float(eps_total), float(delta_total), cost)
+
+    def run(self, plan: Plan | Sequence[Query | Parallel]) -> list[Result]:
+        """Charge a plan's total cost once (refused before any read), then run every query."""
+        if not isinstance(plan, Plan):
+            plan = self.plan(plan)
+        labels = "; ".join(plan.labels)
+        self._accountant.charge(plan.cost, f"plan: {labels}")
+        remaining = self._accountant.remaining
+        return [_with_remaining(p.run(self._rng), remaining) for group in plan.items for p in group]
+
+    # -- internals: preparation ---------------------------------------------------------
+
+
+def _guard_read(action: Callable[[], Any], what: str) -> Any:
+    """Open a source; DuckDB's message can quote file contents, so it is withheld."""
+    import duckdb
+
+    try:
+        return action()
+    except duckdb.Error:
+        pass  # raised below, outside the handler, so the original is not even chained
+    raise DataError(
+        f"DuckDB could not open the {what}. Its message is withheld because it can quote "
+        "data; check the path, the format and any read options."
+    )
+
+
+def _as_view(con: Any, rel: Any, *, materialize: bool = False) -> str:
+    """Register a relation under a fresh name on its connection (a table if ``materialize``)."""
+    name = f"dpkit_table_{secrets.token_hex(6)}"
+    if materialize:
+        _guard_read(lambda: rel.create(name), "source")
+    else:
+        _guard_read(lambda: rel.create_view(name), "source")
+    return name
+
+
+def _sqlite_fallback(con: Any, path: Path, table: str) -> Any:
+    """Read a SQLite table with the standard library when DuckDB's extension is missing."""
+    import sqlite3
+
+    if not path.is_file():
+        raise InvalidParameterError(f"SQLite file {str(path)!r} does not exist.")
+    quoted = '"' + table.replace('"', '""') + '"'
+    frame = None
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            frame = pd.read_sql_query(f"SELECT * FROM {quoted}", db)
+    except (sqlite3.Error, pd.errors.DatabaseError):
+        pass  # raised below, outside the handler, so the original is not even chained
+    if frame is None:
+        raise DataError(
+            f"could not read table {table!r} from the SQLite file; check the file and table name."
+        )
+    return con.from_df(frame)

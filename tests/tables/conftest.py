@@ -1,0 +1,36 @@
+"""Shared fixtures: small seeded tables and sessions on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpkit.tables import Session
+
+#: A value that must never appear in an error message (it is "private data").
+SECRET = "SECRET-7731"
+
+
+@pytest.fixture(scope="session")
+def people() -> pd.DataFrame:
+    """2,000 rows: age (with a few NaN), income, district, person id, a flag."""
+    rng = np.random.default_rng(20240601)
+    n = 2000
+    age = rng.integers(18, 90, n).astype(float)
+    age[:7] = np.nan
+    return pd.DataFrame(
+        {
+            "age": age,
+            "income": np.round(rng.lognormal(10, 0.8, n), 2),
+            "district": rng.choice(["A", "B", "C", "D"], n, p=[0.4, 0.3, 0.2, 0.1]),
+            "pid": rng.integers(0, 400, n),
+            "smoker": rng.random(n) < 0.3,
+        }
+    )
+
+
+@pytest.fixture
+def session(people: pd.DataFrame) -> Session:
+    """A seeded session with a large budget (tests only)."""
+    return Session.from_pandas(people, epsilon=1000.0, delta=1e-3, rng=12345)
