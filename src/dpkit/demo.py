@@ -87,19 +87,20 @@ def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
         ),
     )
     # A median by the exponential mechanism over a public grid: never the raw middle value plus noise.
-    for question, release in (
+    quantiles: list[tuple[str, Any]] = [
         ("median age (exponential mechanism)", session.median("age", bounds=(0, 120), epsilon=0.2)),
         (
             "95th percentile of weight",
             session.quantile("weight", 0.95, bounds=(30, 200), epsilon=0.1),
         ),
-    ):
-        rank_error = release.details.get("rank_error", 0)
+    ]
+    for question, quantile in quantiles:
+        rank_error = quantile.details.get("rank_error", 0)
         rows.append(
             _Row(
                 question,
-                f"{release.value:,.1f}",
-                release.epsilon,
+                f"{quantile.value:,.1f}",
+                quantile.epsilon,
                 f"rank within ± {rank_error:,.0f} rows",
             )
         )
