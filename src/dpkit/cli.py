@@ -201,6 +201,36 @@ def query(
     )  # fmt: skip
 
 
+reproduce_app = typer.Typer(
+    help="Reproduce the source documents' experiments.", no_args_is_help=True
+)
+app.add_typer(reproduce_app, name="reproduce")
+
+
+@reproduce_app.command("regression-paper")
+@_friendly
+def reproduce_regression_paper(
+    data: Path | None = typer.Option(
+        None,
+        "--data",
+        help="california_housing.csv (default: ../shared/data/california_housing.csv).",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Folder for the table (Markdown, JSON) and figures."
+    ),
+    quick: bool = typer.Option(False, "--quick", help="A small, fast run (for a smoke test)."),
+    epsilon: list[float] | None = typer.Option(None, "--epsilon", help="ε values (repeatable)."),
+    folds: int = typer.Option(10, help="Cross-validation folds (the paper: 10, no shuffling)."),
+    seed: int = typer.Option(0, help="Seed of the noise (reproducible; never publish)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Document 001 (DP regression trees and forests): Table 3 and Figures 1-2, beside dpkit's methods."""
+    from dpkit.reproduce._cli import reproduce_regression_paper as run
+
+    path = data or _default_data("california_housing.csv")
+    raise typer.Exit(run(path, out, quick, epsilon, folds, seed, progress))
+
+
 walkthrough_app = typer.Typer(
     help="Walk-throughs of the source documents on real data.", no_args_is_help=True
 )

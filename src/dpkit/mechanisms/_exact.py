@@ -75,9 +75,7 @@ def _bernoulli_exp_unit(
     return (k % 2) == 1
 
 
-def bernoulli_exp(
-    source: RandomSource, num: NDArray[Any], den: NDArray[Any]
-) -> NDArray[np.bool_]:
+def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) -> NDArray[np.bool_]:
     """Independent Bernoulli(exp(-num/den)) draws for integers num >= 0, den >= 1.
 
     exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma)): the integer part is

@@ -1,0 +1,1 @@
+"""Reproductions of the source documents' experiments (scripts behind ``dpkit reproduce``)."""

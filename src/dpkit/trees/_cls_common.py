@@ -1,0 +1,345 @@
+"""Input handling shared by the DP tree classifiers: classes, missing values, codes.
+
+Public metadata only: the classes, the bounds, the categorical domains and the
+missing-value policy are parameters; nothing here derives them from the data.
+Messages name columns and parameters, never values.
+
+Missing values (``missing=``):
+
+* ``"error"`` (default): NaN / None anywhere in X is refused with a DataError
+  that names the column.
+* ``"separate"``: every feature gets one extra code for "missing" (for every
+  feature, whether or not it has missing values, so the layout stays
+  data-independent). Numeric: the code after the largest value, so a
+  threshold test "x <= t" sends missing values right and "x is not missing"
+  is one more candidate split; categorical: one more category. At predict
+  time, categorical values outside the public domain are treated as missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dpkit._checks import exact
+from dpkit.errors import DataError, InvalidParameterError
+from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int
+from dpkit.trees._classification import ALGORITHMS, CRITERIA
+from dpkit.trees._data import Columns, FeatureGrid, check_n_cuts, make_grid
+from dpkit.trees._rules import noisy_row_count
+
+MISSING_POLICIES = ("error", "separate")
+
+CLASSES_HELP = (
+    "Pass classes=[...] with every label y can take (public metadata, e.g. [0, 1] or "
+    "['died', 'survived']): the set of labels present in private data is itself private."
+)
+
+
+def check_classes(classes: object) -> NDArray[Any]:
+    """The declared classes as a sorted array (InvalidParameterError if missing/malformed)."""
+    if classes is None:
+        raise InvalidParameterError("classes is required. " + CLASSES_HELP)
+    if isinstance(classes, str | bytes) or not isinstance(
+        classes, Sequence | np.ndarray | pd.Index
+    ):
+        raise InvalidParameterError("classes must be a list of labels. " + CLASSES_HELP)
+    values = list(classes)
+    if len(values) < 1:
+        raise InvalidParameterError("classes must list at least one label. " + CLASSES_HELP)
+    if len(set(values)) != len(values):
+        raise InvalidParameterError("classes lists a label twice; labels must be distinct.")
+    try:
+        return np.asarray(sorted(values))
+    except TypeError:
+        return np.asarray(values, dtype=object)
+
+
+def encode_labels(y: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int64]:
+    """Index of every label in ``classes``; DataError (without values) for others."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise DataError("y must be 1-dimensional (one label per row).")
+    index = pd.Index(classes)
+    try:
+        pos = index.get_indexer(pd.Index(y))
+    except (TypeError, ValueError):
+        pos = np.full(y.size, -1)
+    if np.any(pos < 0):
+        raise DataError(
+            "y contains labels that are not in classes; declare every possible label in "
+            "classes=[...] (or drop those rows)."
+        )
+    return pos.astype(np.int64)
+
+
+def check_missing(missing: object) -> str:
+    if missing not in MISSING_POLICIES:
+        raise InvalidParameterError(
+            f"missing must be one of {list(MISSING_POLICIES)}, got {missing!r}: 'error' refuses "
+            "missing values, 'separate' gives them a code of their own in every feature."
+        )
+    return str(missing)
+
+
+def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_], list[str] | None]:
+    """(X with missing entries filled by a placeholder, mask (n, d), column names).
+
+    Placeholders are public (0.0, or the first value of the public domain);
+    the caller overwrites their codes with the missing code.
+    """
+    domains = dict(domains or {})
+    if isinstance(X, pd.DataFrame):
+        mask = X.isna().to_numpy()
+        if not mask.any():
+            return X, mask, [str(c) for c in X.columns]
+        filled = X.copy()
+        for j, col in enumerate(X.columns):
+            if not mask[:, j].any():
+                continue
+            series = X[col]
+            if str(col) in domains and len(domains[str(col)]) > 0:
+                first = next(iter(domains[str(col)]))
+                filled[col] = series.astype(object).where(~series.isna(), other=first)
+            elif isinstance(series.dtype, pd.CategoricalDtype):
+                cats = series.cat.categories
+                if len(cats) == 0:
+                    continue  # the empty-domain error comes later
+                filled[col] = series.fillna(cats[0])
+            elif pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(
+                series.dtype
+            ):
+                filled[col] = series.astype(np.float64).fillna(0.0)
+        return filled, mask, [str(c) for c in X.columns]
+    try:
+        arr = np.asarray(X)
+    except (TypeError, ValueError):
+        return X, np.zeros((0, 0), dtype=bool), None
+    # Only float arrays hold NaN; validation refuses the rest with its own message.
+    if arr.ndim != 2 or arr.dtype.kind != "f":
+        return X, np.zeros((0, 0), dtype=bool), None
+    mask = np.isnan(arr)
+    if mask.any():
+        arr = np.where(mask, 0.0, arr)
+        return arr, mask, None
+    return X, mask, None
+
+
+def encode_frame(
+    X: pd.DataFrame, grid: FeatureGrid
+) -> tuple[NDArray[np.int16], NDArray[np.bool_]] | None:
+    """Fast codes of a DataFrame whose categorical columns have a pandas ``category`` dtype.
+
+    The same codes as ``FeatureGrid.encode`` (numeric: number of public
+    thresholds strictly below the value; categorical: position in the public
+    domain, ``len(domain)`` for values outside it), computed from the
+    category codes through a table of at most ``len(categories)`` entries
+    instead of a per-row lookup. Returns (codes, missing mask), or None when a
+    categorical column has another dtype (the caller then uses the general path).
+    """
+    n, d = X.shape
+    codes = np.empty((n, d), dtype=np.int16)
+    missing = np.zeros((n, d), dtype=bool)
+    for j, col in enumerate(X.columns):  # a loop over features, not rows
+        series = X[col]
+        domain = grid.categories[j]
+        if domain is None:
+            if not (
+                pd.api.types.is_numeric_dtype(series.dtype)
+                or pd.api.types.is_bool_dtype(series.dtype)
+            ):
+                return None
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            missing[:, j] = np.isnan(values)
+            codes[:, j] = np.searchsorted(grid.thresholds(j), values, side="left")
+        else:
+            if not isinstance(series.dtype, pd.CategoricalDtype):
+                return None
+            table = pd.Index(domain).get_indexer(series.cat.categories)
+            table = np.where(table < 0, len(domain), table)
+            cat = series.cat.codes.to_numpy()
+            missing[:, j] = cat < 0
+            codes[:, j] = np.where(
+                cat < 0, len(domain), table[np.maximum(cat, 0)] if table.size else len(domain)
+            )
+    return codes, missing
+
+
+class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
+    """Shared fit/predict plumbing of the DP tree classifiers (not public)."""
+
+    def _y_numeric(self) -> bool:
+        return False
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = getattr(self, "missing", "error") == "separate"
+        tags.non_deterministic = getattr(self, "random_state", None) is None
+        return tags
+
+    # ----- public metadata (a test harness may override this hook) -----
+    def _public_metadata(self, columns: Columns, y: NDArray[Any]) -> tuple[object, NDArray[Any]]:
+        """(bounds, classes) from the parameters: never from the data."""
+        return getattr(self, "bounds", None), check_classes(getattr(self, "classes", None))
+
+    def _check_common_params(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise InvalidParameterError(
+                f"algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r}."
+            )
+        if self.criterion not in (*CRITERIA, "auto"):
+            raise InvalidParameterError(
+                f"criterion must be 'auto' or one of {list(CRITERIA)}, got {self.criterion!r}."
+            )
+        check_missing(getattr(self, "missing", "error"))
+        check_n_cuts(getattr(self, "n_cuts", 32))
+        check_positive_int(getattr(self, "max_categories", 32), "max_categories", minimum=2)
+        if self.leaf_share is not None:
+            check_fraction(self.leaf_share, "leaf_share")
+
+    def _prepare_fit(
+        self, X: Any, y: Any
+    ) -> tuple[NDArray[np.int16], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """Validate inputs; set classes_, grid_, n_features_in_ ...; return (codes, labels, n_bins, categorical)."""
+        self._validated_epsilon()
+        self._check_common_params()
+        missing = check_missing(getattr(self, "missing", "error"))
+        X_filled, mask, names = _missing_masks(X, getattr(self, "domains", None))
+        if mask.any() and missing == "error":
+            cols = np.flatnonzero(mask.any(axis=0))
+            which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
+            raise DataError(
+                f"X has missing values (NaN) in column(s) {which}. Impute them, or pass "
+                "missing='separate' to give missing values a branch of their own."
+            )
+        columns, y_arr = self._fit_columns(X_filled, y)
+        check_classification_targets(y_arr)  # refuses continuous targets (says so, shows no values)
+        bounds, classes = self._public_metadata(columns, y_arr)
+        labels = encode_labels(
+            np.asarray(y_arr).ravel() if np.ndim(y_arr) == 2 and np.shape(y_arr)[1] == 1 else y_arr,
+            classes,
+        )
+        max_categories = int(getattr(self, "max_categories", 32))
+        for j, dom in enumerate(columns.domains):
+            if dom is not None and len(dom) > max_categories:
+                name = columns.names[j] if columns.names is not None else str(j)
+                raise InvalidParameterError(
+                    f"categorical column {name!r} has {len(dom)} categories in its domain, more "
+                    f"than max_categories={max_categories}; group rare categories into 'other' "
+                    "or raise max_categories."
+                )
+        grid = make_grid(columns, bounds, check_n_cuts(getattr(self, "n_cuts", 32)))
+        unknown = grid.unknown_categories(columns.arrays)
+        if unknown:
+            raise DataError(
+                f"column(s) {unknown} hold values outside their declared domain; add them to "
+                "domains=... (or the 'category' dtype's categories) or map them to an existing value."
+            )
+        codes = grid.encode(columns.arrays)
+        extra = 1 if missing == "separate" else 0
+        n_bins = grid.n_bins + extra
+        if mask.any():
+            rows, cols = np.nonzero(mask)
+            codes[rows, cols] = grid.n_bins[cols]
+        self.grid_: FeatureGrid = grid
+        self.classes_ = classes
+        self.n_classes_ = int(classes.size)
+        self.missing_code_: NDArray[np.int64] | None = grid.n_bins.copy() if extra else None
+        return codes, labels, n_bins, grid.is_categorical
+
+    def _prepare_predict(self, X: Any) -> NDArray[np.int16]:
+        check_is_fitted(self, "grid_")
+        if isinstance(X, pd.DataFrame) and not getattr(self, "domains", None):
+            validate_data(self, X, reset=False, skip_check_array=True)
+            fast = encode_frame(X, self.grid_)
+            if fast is not None:
+                codes, mask = fast
+                numeric = ~self.grid_.is_categorical
+                values = X.loc[:, numeric].to_numpy(dtype=np.float64, na_value=np.nan)
+                if np.isinf(values).any():
+                    raise DataError("X contains infinite values; clip or drop them first.")
+                return self._apply_missing(codes, mask, [str(c) for c in X.columns])
+        X_filled, mask, names = _missing_masks(X, getattr(self, "domains", None))
+        if mask.any() and self.missing_code_ is None:
+            cols = np.flatnonzero(mask.any(axis=0))
+            which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
+            raise DataError(
+                f"X has missing values (NaN) in column(s) {which}, but the model was fitted with "
+                "missing='error'; impute them or refit with missing='separate'."
+            )
+        codes = self._predict_codes(X_filled)
+        return self._apply_missing(codes, mask, names)
+
+    def _apply_missing(
+        self, codes: NDArray[np.int16], mask: NDArray[np.bool_], names: list[str] | None
+    ) -> NDArray[np.int16]:
+        """Give missing entries the missing code, or refuse them (missing='error')."""
+        if not mask.any():
+            return codes
+        if self.missing_code_ is None:
+            cols = np.flatnonzero(mask.any(axis=0))
+            which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
+            raise DataError(
+                f"X has missing values (NaN) in column(s) {which}, but the model was fitted with "
+                "missing='error'; impute them or refit with missing='separate'."
+            )
+        rows, cols = np.nonzero(mask)
+        codes[rows, cols] = self.missing_code_[cols]
+        return codes
+
+    def _noisy_rows(
+        self, n_rows: int, epsilon: Fraction, rng: np.random.Generator | None
+    ) -> tuple[float, Fraction]:
+        """A noisy count of the training rows, (n_hat >= 1, epsilon spent).
+
+        Costs AUTO_COUNT_SHARE of epsilon; the count has sensitivity 1 and
+        geometric noise makes it eps_count-DP. Settings chosen from it by public
+        rules (``auto_depth_rule``, ``auto_criterion``) are post-processing.
+        """
+        spent = epsilon * AUTO_COUNT_SHARE
+        return noisy_row_count(n_rows, spent, rng), spent
+
+
+AUTO_COUNT_SHARE = Fraction(1, 20)
+# n_hat * epsilon below this: the max operator (see auto_criterion)
+AUTO_MAX_OPERATOR_BELOW = 1000.0
+AUTO_LEAF_ROWS = 24.0  # target signal-to-noise of a leaf's noisy counts (see docs)
+MAX_AUTO_DEPTH = 10
+
+
+def auto_depth_rule(n_rows: float, epsilon: float, n_classes: int, n_features: int) -> int:
+    """A public rule: the deepest tree whose average leaf still holds about
+    ``AUTO_LEAF_ROWS / epsilon`` rows per class.
+
+    With 2^D leaves of n / 2^D rows and leaf noise of scale ~1/(epsilon/2),
+    the leaves' majority votes stay meaningful while n / 2^D >= K * c / epsilon.
+    Chosen by experiment (docs/trees-classification.md).
+    """
+    target = AUTO_LEAF_ROWS * n_classes / max(epsilon, 1e-9)
+    depth = math.floor(math.log2(max(n_rows / target, 1.0)))
+    return max(1, min(MAX_AUTO_DEPTH, depth))
+
+
+def auto_criterion(n_rows: float, epsilon: float) -> str:
+    """A public rule: the max operator when n * epsilon < 1000, else Gini.
+
+    The max operator's utility has sensitivity 1 (Gini's: 2), which wins when
+    data are scarce and the best splits change the children's majority
+    classes; Gini finds better trees when there is budget to see past the
+    majority. The threshold comes from the experiment in
+    docs/trees-classification.md.
+    """
+    return "max" if n_rows * epsilon < AUTO_MAX_OPERATOR_BELOW else "gini"
+
+
+def exact_epsilon(epsilon: float) -> Fraction:
+    return exact(epsilon)

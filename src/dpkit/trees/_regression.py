@@ -1,0 +1,469 @@
+"""The regression criterion family: statistic channels, split utilities, leaf values.
+
+Targets arrive clipped to the public ``target_bounds`` and mapped to [0, 1]
+(``_data.scale_target``); every sensitivity below is in those units.
+
+Split utilities (over add/remove one row, for every candidate):
+
+* ``sse_gain`` (dpkit's default): minus the children's total squared error,
+  u = -(SSE_left + SSE_right), shifted by the node's SSE (a per-node constant,
+  which leaves the exponential mechanism's distribution unchanged). Adding a
+  row y to a child with n rows and mean m raises that child's SSE by
+  n/(n+1) (y - m)^2, which lies in [0, 1): sensitivity 1 whatever the node
+  size, and every candidate moves the same way (monotonic), so the
+  exponential mechanism may use exp(eps u / Delta) instead of exp(eps u / 2 Delta).
+* ``paper_mse`` / ``paper_mae`` (document 001): minus the mean squared /
+  absolute error of the split, with the paper's sensitivity 1/N_split. That
+  bound holds only if the node has at least N_split rows, which the paper
+  checks on a *noisy* count: not provably DP, kept for the reproduction.
+
+Leaf values:
+
+* ``noisy_mean_leaves``: noisy sum (l1 sensitivity 1/2 after centring) and
+  noisy count (sensitivity 1) per leaf; the value is their ratio, shrunk toward
+  a prior with a public weight. Provably DP for any leaf size.
+* ``grid_median_leaves``: exponential mechanism per leaf over a public grid of
+  target values, utility -|#below - #above| (sensitivity 1). Provably DP.
+* ``paper_mean_leaves`` / ``paper_median_leaves``: equations 6 and 7-8 of the
+  paper (sensitivity 1/N_leaf assumed), for the reproduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit.errors import InvalidParameterError
+from dpkit.trees._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees._core import Candidates, Tree, candidate_layout, grow
+from dpkit.trees._policies import GreedyPolicy, RandomPolicy, _mechanisms, noisy_counts, select
+
+
+def regression_channels(y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-row channels (1, y, y^2) summed by the core's histograms."""
+    return np.stack([np.ones_like(y), y, y * y], axis=1)
+
+
+def _sse(stats: NDArray[np.float64]) -> NDArray[np.float64]:
+    n, s, q = stats[..., 0], stats[..., 1], stats[..., 2]
+    sse = q - s * s / np.maximum(n, 1.0)
+    return np.where(n > 0, np.maximum(sse, 0.0), 0.0)
+
+
+def sse_gain(c: Candidates) -> NDArray[np.float64]:
+    """SSE(node) - SSE(left) - SSE(right): sensitivity 1, monotonic (see module doc)."""
+    node = _sse(c.total)[:, None, None]
+    return node - _sse(c.left) - _sse(c.right)
+
+
+def paper_mse(c: Candidates) -> NDArray[np.float64]:
+    """-(SSE_left + SSE_right) / n_node, the paper's -MSE utility (0 for an empty node)."""
+    n = c.total[:, 0][:, None, None]
+    return -(_sse(c.left) + _sse(c.right)) / np.maximum(n, 1.0)
+
+
+def paper_total_sse(c: Candidates) -> NDArray[np.float64]:
+    """-(SSE_left + SSE_right): the utility that reproduces the paper's Table 3 (with its 1/N_split)."""
+    return -(_sse(c.left) + _sse(c.right))
+
+
+def target_codes(y: NDArray[np.float64], levels: int) -> NDArray[np.int64]:
+    """y in [0, 1] -> one of ``levels`` equal-width bins (public grid)."""
+    return np.minimum((y * levels).astype(np.int64), levels - 1)
+
+
+def _sae(hist: NDArray[np.float64], centers: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sum of absolute deviations from the (lower) median, from binned targets."""
+    n = hist.sum(axis=-1)
+    cdf = np.cumsum(hist, axis=-1)
+    csum = np.cumsum(hist * centers, axis=-1)
+    med = np.argmax(2 * cdf >= n[..., None], axis=-1)
+    cnt_le = np.take_along_axis(cdf, med[..., None], axis=-1)[..., 0]
+    sum_le = np.take_along_axis(csum, med[..., None], axis=-1)[..., 0]
+    v = centers[med]
+    total = csum[..., -1]
+    return v * cnt_le - sum_le + (total - sum_le) - v * (n - cnt_le)
+
+
+def make_paper_mae(levels: int, total: bool = False):  # type: ignore[no-untyped-def]
+    """The paper's -MAE utility (or minus the total absolute error), on binned targets.
+
+    Exact MAE needs each candidate child's median; binning the target (width
+    1/levels) makes that one cumulative sum per histogram, at an error of at
+    most 1/(2 levels) per row.
+    """
+    centers = (np.arange(levels) + 0.5) / levels
+
+    def paper_mae(c: Candidates) -> NDArray[np.float64]:
+        sae = _sae(c.left, centers) + _sae(c.right, centers)
+        if total:
+            return -sae
+        n = c.total.sum(axis=-1)[:, None, None]
+        return -sae / np.maximum(n, 1.0)
+
+    return paper_mae
+
+
+def noisy_leaf_stats(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    eps_sum: float,
+    eps_count: float,
+    rng: np.random.Generator | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Noisy centred sums and noisy counts of the given leaves.
+
+    Privacy: a row lies in exactly one leaf, so adding or removing it changes
+    the vector of centred sums sum(y - 1/2) by at most 1/2 in l1 (y in [0, 1])
+    and the vector of counts by 1: Laplace(1/2 / eps_sum) and geometric
+    (1 / eps_count) noise make them eps_sum- and eps_count-DP, eps_sum +
+    eps_count together.
+    """
+    mech = _mechanisms()
+    sums = np.bincount(leaf, weights=y - 0.5, minlength=n_nodes)[leaves]
+    counts = np.bincount(leaf, minlength=n_nodes)[leaves]
+    noisy_sum = np.asarray(
+        mech.laplace(sums, sensitivity=0.5, epsilon=eps_sum, rng=rng), dtype=np.float64
+    ).reshape(-1)
+    noisy_count = np.asarray(
+        mech.geometric(counts, sensitivity=1, epsilon=eps_count, rng=rng), dtype=np.float64
+    ).reshape(-1)
+    return noisy_sum, noisy_count
+
+
+def shrunk_means(
+    noisy_sum: NDArray[np.float64],
+    noisy_count: NDArray[np.float64],
+    prior: float | NDArray[np.float64],
+    strength: float,
+) -> NDArray[np.float64]:
+    """(noisy centred sum + strength (prior - 1/2)) / (noisy count + strength), in [0, 1].
+
+    Post-processing of noisy statistics. ``strength`` > 0 acts like that many
+    pseudo-rows at ``prior`` (a public value or one derived from earlier
+    releases) and keeps tiny or empty leaves near the prior; the denominator
+    is floored at 1 so negative noisy counts cannot flip signs.
+    """
+    denom = np.maximum(np.maximum(noisy_count, 0.0) + strength, 1.0)
+    est = 0.5 + (noisy_sum + strength * (np.asarray(prior) - 0.5)) / denom
+    return np.asarray(np.clip(est, 0.0, 1.0), dtype=np.float64)
+
+
+def grid_median_leaves(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    epsilon: float,
+    levels: int,
+    rng: np.random.Generator | None,
+    offset: NDArray[np.float64] | None = None,
+    selector: str = "exponential",
+) -> NDArray[np.float64]:
+    """epsilon-DP medians of the given leaves on a public grid of ``levels`` bins.
+
+    Candidates are the centres of ``levels`` equal bins of [0, 1] (or of
+    [-1, 1] when ``offset`` marks residual targets). Utility of bin g:
+    -|#rows in bins < g - #rows in bins > g|; adding or removing one row
+    changes it by at most 1. Leaves are disjoint, so one exponential-mechanism
+    draw per leaf is epsilon-DP for the whole vector (parallel composition).
+    """
+    lo, width = (0.0, 1.0) if offset is None else (-1.0, 2.0)
+    codes = np.minimum(((y - lo) / width * levels).astype(np.int64), levels - 1)
+    codes = np.clip(codes, 0, levels - 1)
+    position = np.full(n_nodes, -1, dtype=np.int64)
+    position[leaves] = np.arange(leaves.size)
+    row_pos = position[leaf]
+    keep = row_pos >= 0
+    hist = np.bincount(row_pos[keep] * levels + codes[keep], minlength=leaves.size * levels)
+    hist = hist.reshape(leaves.size, levels).astype(np.float64)
+    below = np.cumsum(hist, axis=1) - hist
+    above = hist.sum(axis=1, keepdims=True) - below - hist
+    utility = -np.abs(below - above)
+    chosen = select(
+        utility, epsilon=epsilon, sensitivity=1.0, monotonic=False, rng=rng, selector=selector
+    )
+    return np.asarray(lo + (chosen + 0.5) * (width / levels), dtype=np.float64)
+
+
+def paper_mean_leaves(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    epsilon: float,
+    min_leaf: int,
+    rng: np.random.Generator | None,
+) -> NDArray[np.float64]:
+    """Equation 6 of the paper: leaf mean + Lap(1 / (N_leaf epsilon)), clipped to [0, 1].
+
+    NOT provably DP: a leaf's true size can be below N_leaf (the paper tests
+    sizes on noisy counts), and then its mean's sensitivity exceeds 1/N_leaf.
+    An empty leaf's mean is taken as 1/2.
+    """
+    mech = _mechanisms()
+    sums = np.bincount(leaf, weights=y, minlength=n_nodes)[leaves]
+    counts = np.bincount(leaf, minlength=n_nodes)[leaves]
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.5)
+    noisy = mech.laplace(means, sensitivity=1.0 / min_leaf, epsilon=epsilon, rng=rng)
+    return np.clip(np.asarray(noisy, dtype=np.float64).reshape(-1), 0.0, 1.0)
+
+
+def paper_median_leaves(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    epsilon: float,
+    min_leaf: int,
+    rng: np.random.Generator | None,
+    generator: np.random.Generator,
+) -> NDArray[np.float64]:
+    """Equations 7-8 of the paper: the exponential-mechanism median of each leaf.
+
+    With the leaf's targets sorted, y_0 = 0 <= y_1 <= ... <= y_n <= y_{n+1} = 1,
+    K = k with probability proportional to (y_k - y_{k-1}) exp(-eps |1/2 -
+    F_n(y_k)| N_leaf / 2), then a uniform draw in [y_{K-1}, y_K]. The interval
+    widths enter as log-width offsets of the utilities, which is exactly the
+    same distribution. NOT provably DP (sensitivity 1/N_leaf assumed, see
+    ``paper_mean_leaves``). Leaves are processed in batches of similar size so
+    the padded utility matrix stays small.
+    """
+    position = np.full(n_nodes, -1, dtype=np.int64)
+    position[leaves] = np.arange(leaves.size)
+    row_pos = position[leaf]
+    keep = np.flatnonzero(row_pos >= 0)
+    order = np.lexsort((y[keep], row_pos[keep]))
+    sorted_pos = row_pos[keep][order]
+    sorted_y = y[keep][order]
+    sizes = np.bincount(sorted_pos, minlength=leaves.size)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    out = np.empty(leaves.size)
+    by_size = np.argsort(sizes, kind="stable")
+    budget = 1 << 21
+    i = 0
+    delta = 1.0 / min_leaf
+    while i < by_size.size:
+        width = int(sizes[by_size[i]]) + 1
+        j = i
+        while j < by_size.size and (j - i + 1) * (int(sizes[by_size[j]]) + 1) <= max(budget, width):
+            j += 1
+        batch = by_size[i:j]
+        w = int(sizes[batch].max()) + 1  # number of intervals of the largest leaf
+        k = np.arange(w)
+        n_b = sizes[batch][:, None]
+        # Padded points: y_0 = 0, y_1..y_n, y_{n+1} = 1 (then beyond: invalid).
+        pts = np.ones((batch.size, w + 1))
+        pts[:, 0] = 0.0
+        idx = starts[batch][:, None] + np.minimum(k, np.maximum(n_b - 1, 0))
+        inner = k[None, :] < n_b
+        pts[:, 1:] = np.where(
+            inner,
+            sorted_y[np.minimum(idx, max(sorted_y.size - 1, 0))] if sorted_y.size else 1.0,
+            1.0,
+        )
+        lower, upper = pts[:, :-1], pts[:, 1:]  # interval k+1 is [y_k, y_{k+1}]
+        kk = k[None, :] + 1  # interval index 1..n+1
+        cdf = np.where(kk <= n_b, kk / np.maximum(n_b, 1), 1.0)
+        utility = -np.abs(0.5 - cdf)
+        valid = kk <= n_b + 1
+        with np.errstate(divide="ignore"):
+            log_width = np.log(upper - lower)
+        # exp(eps u / (2 delta)) * width == exp(eps (u + (2 delta / eps) log width) / (2 delta))
+        shifted = np.where(valid, utility + (2 * delta / epsilon) * log_width, -np.inf)
+        if not np.isfinite(shifted).any(axis=1).all():
+            # All intervals of a leaf have zero width (ties at 0 or 1 only): any choice is that value.
+            shifted = np.where(
+                valid & ~np.isfinite(shifted).any(axis=1, keepdims=True), 0.0, shifted
+            )
+        chosen = select(
+            shifted,
+            epsilon=epsilon,
+            sensitivity=delta,
+            monotonic=False,
+            rng=rng,
+            selector="exponential",
+        )
+        a = np.take_along_axis(lower, chosen[:, None], axis=1)[:, 0]
+        b = np.take_along_axis(upper, chosen[:, None], axis=1)[:, 0]
+        out[batch] = a + (b - a) * generator.random(batch.size)
+        i = j
+    return out
+
+
+# --------------------------------------------------------------------------
+# Fitting one regression tree
+# --------------------------------------------------------------------------
+
+PAPER_TARGET_LEVELS = 32  # bins of the target for the paper's -MAE utility (error <= 1/64 per row)
+MEDIAN_LEVELS = 128  # public grid of candidate medians (width 1/128 of the target range)
+
+
+@dataclass
+class RegressionTreeSpec:
+    """Public settings of one regression tree (all data-independent).
+
+    ``algorithm``:
+      * "paper": Table 1 of document 001, literally (not provably DP, see docs);
+      * "greedy": exponential-mechanism splits with the size-free SSE utility,
+        a fixed depth and private leaves (provably epsilon-DP);
+      * "random": random structure (no budget), all budget to the leaves.
+    ``leaf``: "mean" or "median". ``leaf_share``: fraction of epsilon spent on
+    leaves (greedy; random spends all of it there). ``prior``/``shrinkage``:
+    mean leaves are pulled toward ``prior`` with ``shrinkage`` pseudo-rows.
+    """
+
+    algorithm: str
+    leaf: str
+    max_depth: int
+    min_samples_split: int = 20
+    min_samples_leaf: int = 10
+    leaf_share: Fraction = Fraction(1, 2)
+    prior: float = 0.5
+    shrinkage: float = 0.0
+    selector: str = "permute_and_flip"
+
+
+def _leaf_ids(tree: Tree) -> NDArray[np.int64]:
+    return np.flatnonzero(tree.feature < 0)
+
+
+def fit_regression_tree(
+    codes: NDArray[np.int16],
+    y: NDArray[np.float64],
+    n_bins: NDArray[np.int64],
+    categorical: NDArray[np.bool_],
+    spec: RegressionTreeSpec,
+    epsilon: Fraction,
+    rnd: Randomness,
+    roots: NDArray[np.int64] | None = None,
+    n_roots: int = 1,
+) -> tuple[Tree, BudgetPlan]:
+    """Grow one tree on (codes, y in [0, 1]) and fill its leaves; epsilon-DP except "paper".
+
+    With ``roots`` (a disjoint partition label per row) it grows ``n_roots``
+    trees at once as one multi-root structure (see ``_core.grow``); each
+    tree then has the full epsilon on its own rows (parallel composition).
+
+    Returns the tree (leaf values in [0, 1]) and the budget plan; the plan's
+    total equals ``epsilon`` exactly for "greedy" and "random". For "paper"
+    the plan records what the paper charges (2 l_max + 1 queries of beta),
+    not what the literal algorithm spends (see ``docs/trees-regression.md``).
+    """
+    rng = rnd.mechanism
+    plan = BudgetPlan()
+    depth = spec.max_depth
+    if spec.algorithm in ("paper", "paper_total"):
+        total = spec.algorithm == "paper_total"
+        beta = epsilon / (2 * depth + 1)
+        b = as_float_at_most(beta)
+        plan.add("paper_query", beta, 2 * depth + 1)
+        if spec.leaf == "median":
+            labels = target_codes(y, PAPER_TARGET_LEVELS)
+            policy: GreedyPolicy | RandomPolicy = GreedyPolicy(
+                utility=make_paper_mae(PAPER_TARGET_LEVELS, total),
+                sensitivity=1.0 / spec.min_samples_split,
+                monotonic=False,
+                split_epsilon=[b] * depth,
+                weights=None,
+                labels=labels,
+                n_labels=PAPER_TARGET_LEVELS,
+                count_epsilon=[b] * depth,
+                min_split=spec.min_samples_split,
+                child_epsilon=[b] * depth,
+                min_leaf=spec.min_samples_leaf,
+                continuous_counts=True,
+                rng=rng,
+            )
+        else:
+            policy = GreedyPolicy(
+                utility=paper_total_sse if total else paper_mse,
+                sensitivity=1.0 / spec.min_samples_split,
+                monotonic=False,
+                split_epsilon=[b] * depth,
+                weights=regression_channels(y),
+                count_epsilon=[b] * depth,
+                min_split=spec.min_samples_split,
+                child_epsilon=[b] * depth,
+                min_leaf=spec.min_samples_leaf,
+                continuous_counts=True,
+                rng=rng,
+            )
+        tree, leaf = grow(codes, n_bins, categorical, depth, policy, roots=roots, n_roots=n_roots)
+        leaves = _leaf_ids(tree)
+        # Line 7 of Table 1: every node, leaves included, first draws a fresh noisy count.
+        n_at_leaves = np.bincount(leaf, minlength=tree.n_nodes)[leaves]
+        noisy = tree.noisy_count.copy()
+        fresh = np.isnan(noisy[leaves])
+        if fresh.any():
+            noisy[leaves[fresh]] = noisy_counts(n_at_leaves[fresh], b, rng, continuous=True)
+        if spec.leaf == "median":
+            vals = paper_median_leaves(
+                leaf, y, leaves, tree.n_nodes, b, spec.min_samples_leaf, rng, rnd.numpy
+            )
+        else:
+            vals = paper_mean_leaves(leaf, y, leaves, tree.n_nodes, b, spec.min_samples_leaf, rng)
+        value = np.full(tree.n_nodes, np.nan)
+        value[leaves] = vals
+        return replace(tree.with_values(value), noisy_count=noisy), plan
+
+    if spec.algorithm == "greedy" and depth > 0:
+        share = Fraction(spec.leaf_share)
+        split_eps = epsilon * (1 - share) / depth
+        leaf_eps = epsilon * share
+        plan.add("split", split_eps, depth)
+        s = as_float_at_most(split_eps)
+        policy = GreedyPolicy(
+            utility=sse_gain,
+            sensitivity=1.0,
+            monotonic=True,
+            split_epsilon=[s] * depth,
+            weights=regression_channels(y),
+            selector=spec.selector,
+            rng=rng,
+        )
+    elif spec.algorithm in ("greedy", "random"):
+        leaf_eps = epsilon
+        policy = RandomPolicy(candidate_layout(n_bins, categorical)[1], rnd.numpy)
+    else:
+        raise InvalidParameterError(
+            f"algorithm must be 'greedy', 'random' or 'paper', got {spec.algorithm!r}."
+        )
+    tree, leaf = grow(codes, n_bins, categorical, depth, policy, roots=roots, n_roots=n_roots)
+    leaves = _leaf_ids(tree)
+    value = np.full(tree.n_nodes, np.nan)
+    noisy = tree.noisy_count.copy()
+    if spec.leaf == "median":
+        plan.add("leaf_median", leaf_eps)
+        value[leaves] = grid_median_leaves(
+            leaf,
+            y,
+            leaves,
+            tree.n_nodes,
+            as_float_at_most(leaf_eps),
+            MEDIAN_LEVELS,
+            rng,
+            selector=spec.selector,
+        )
+    else:
+        eps_sum = leaf_eps / 2
+        eps_count = leaf_eps - eps_sum
+        plan.add("leaf_sum", eps_sum)
+        plan.add("leaf_count", eps_count)
+        noisy_sum, noisy_count = noisy_leaf_stats(
+            leaf,
+            y,
+            leaves,
+            tree.n_nodes,
+            as_float_at_most(eps_sum),
+            as_float_at_most(eps_count),
+            rng,
+        )
+        noisy[leaves] = noisy_count
+        value[leaves] = shrunk_means(noisy_sum, noisy_count, spec.prior, max(spec.shrinkage, 1e-9))
+    return replace(tree.with_values(value), noisy_count=noisy), plan

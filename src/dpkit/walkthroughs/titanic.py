@@ -1,0 +1,183 @@
+"""The Titanic walk-through of document 000, with dpkit's DP trees.
+
+Document 000 trains an ID3 tree whose information gains come from
+Laplace-noised counts on Kaggle's Titanic data (Pclass, Sex, Age, SibSp, Parch,
+Fare, Embarked -> Survived), prints its questions ("Sex in [female]",
+"Age <= 30") and compares its predictions on the first 20 passengers with the
+truth. :func:`run` does the same with every dpkit algorithm, then measures test
+accuracy over random train/test splits at several epsilons.
+
+Public metadata used (never derived from the data): the classes {0, 1}; the
+categorical domains (Pclass 1/2/3, Sex, Embarked C/Q/S); bounds from general
+knowledge: ages 0-100, at most 10 siblings/spouses or parents/children aboard,
+fares up to 600 pounds. Missing Age/Embarked values get a branch of their own
+(``missing="separate"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dpkit.errors import DataError
+
+FEATURES = ["Pclass", "Sex", "Age", "SibSp", "Parch", "Fare", "Embarked"]
+TARGET = "Survived"
+CLASSES = [0, 1]
+BOUNDS = {"Age": (0.0, 100.0), "SibSp": (0.0, 10.0), "Parch": (0.0, 10.0), "Fare": (0.0, 600.0)}
+DOMAINS: dict[str, list[Any]] = {
+    "Pclass": [1, 2, 3],
+    "Sex": ["female", "male"],
+    "Embarked": ["C", "Q", "S"],
+}
+EPSILONS = (0.1, 0.5, 1.0, 2.0, 5.0)
+ALGORITHMS = ("greedy", "id3", "random", "forest")
+
+
+def default_data_path() -> Path:
+    """``../shared/data/titanic.csv`` relative to the repository (where the data lives)."""
+    return Path(__file__).resolve().parents[3].parent / "shared" / "data" / "titanic.csv"
+
+
+def load_titanic(path: str | Path | None = None) -> tuple[pd.DataFrame, NDArray[np.int64]]:
+    """The seven features as a DataFrame (categoricals with their public domains) and Survived."""
+    path = Path(path) if path is not None else default_data_path()
+    if not path.exists():
+        raise DataError(
+            f"cannot find the Titanic data at {path}; pass its path (Kaggle's train.csv with "
+            "columns Pclass, Sex, Age, SibSp, Parch, Fare, Embarked, Survived)."
+        )
+    frame = pd.read_csv(path)
+    missing = [c for c in [*FEATURES, TARGET] if c not in frame.columns]
+    if missing:
+        raise DataError(f"the Titanic file lacks column(s) {missing}.")
+    X = frame[FEATURES].copy()
+    for col, domain in DOMAINS.items():
+        X[col] = X[col].astype(pd.CategoricalDtype(categories=list(domain)))
+    for col in BOUNDS:
+        X[col] = X[col].astype(np.float64)
+    y = frame[TARGET].to_numpy().astype(np.int64)
+    return X, y
+
+
+@dataclass
+class WalkthroughResult:
+    """What :func:`run` prints, as data (for the docs and tests)."""
+
+    rules: str
+    first_predictions: NDArray[Any]
+    first_truth: NDArray[Any]
+    accuracy: dict[str, dict[float, tuple[float, float]]] = field(default_factory=dict)
+    majority: float = 0.0
+
+
+def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
+    from dpkit.trees.classifier import DPDecisionTreeClassifier
+    from dpkit.trees.forest_classifier import DPRandomForestClassifier
+
+    common: dict[str, Any] = {
+        "epsilon": epsilon,
+        "bounds": BOUNDS,
+        "classes": CLASSES,
+        "missing": "separate",
+        "random_state": seed,
+    }
+    if algorithm == "forest":
+        return DPRandomForestClassifier(**common)
+    if algorithm == "id3":
+        # Document 000's settings: a shallow ID3 tree on noisy counts.
+        return DPDecisionTreeClassifier(algorithm="id3", max_depth=3, **common)
+    return DPDecisionTreeClassifier(algorithm=algorithm, **common)
+
+
+def accuracy_over_splits(
+    X: pd.DataFrame,
+    y: NDArray[np.int64],
+    *,
+    epsilons: Sequence[float] = EPSILONS,
+    algorithms: Sequence[str] = ALGORITHMS,
+    splits: int = 20,
+    test_size: float = 0.3,
+    seed: int | None = 0,
+) -> dict[str, dict[float, tuple[float, float]]]:
+    """Mean and standard deviation of test accuracy over random train/test splits.
+
+    Split ``r`` uses a permutation seeded by ``seed + r`` (public randomness);
+    the models' noise is seeded too when ``seed`` is not None (reproducible
+    experiment), secure otherwise.
+    """
+    n = len(y)
+    out: dict[str, dict[float, tuple[float, float]]] = {}
+    for algorithm in algorithms:
+        for eps in epsilons:
+            accs = []
+            for r in range(splits):
+                perm = np.random.default_rng(None if seed is None else seed + r).permutation(n)
+                cut = round(n * (1 - test_size))
+                tr, te = perm[:cut], perm[cut:]
+                noise_seed = None if seed is None else 10_000 + r
+                model = _model(algorithm, eps, noise_seed).fit(X.iloc[tr], y[tr])
+                accs.append(float(np.mean(model.predict(X.iloc[te]) == y[te])))
+            out.setdefault(algorithm, {})[eps] = (float(np.mean(accs)), float(np.std(accs)))
+    return out
+
+
+def run(
+    data: str | Path | None = None,
+    *,
+    epsilon: float = 1.0,
+    epsilons: Sequence[float] = EPSILONS,
+    algorithms: Sequence[str] = ALGORITHMS,
+    splits: int = 20,
+    seed: int | None = 0,
+    echo: bool = True,
+) -> WalkthroughResult:
+    """Document 000's walk-through with DP trees; prints it (``echo``) and returns it.
+
+    1. Fit document 000's algorithm (ID3 on noisy counts, depth 3) on all 891
+       passengers with ``epsilon`` and print its questions.
+    2. Predict the first 20 passengers next to the truth, as 000 does (these
+       rows were in the training data, as in 000).
+    3. For each algorithm ("greedy" = dpkit's default tree, "id3", "random",
+       "forest" = dpkit's default forest), test accuracy over ``splits``
+       random 70/30 splits at each epsilon, beside the majority-class rate.
+
+    Every fit is ``epsilon``-DP (add/remove one passenger); the accuracy table
+    fits ``len(algorithms) * len(epsilons) * splits`` models on the same data,
+    so it is an experiment about the method, not a release: report its numbers,
+    not the models.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False) if echo else Console(quiet=True)
+    X, y = load_titanic(data)
+    model = _model("id3", epsilon, seed).fit(X, y)
+    rules = model.export_text()
+    console.rule(f"ID3 on noisy counts (document 000), epsilon = {epsilon:g}, all 891 passengers")
+    console.print(rules, markup=False)  # "Sex in [female]" is not Rich markup
+    console.print(f"privacy: {model.privacy_['queries']}", markup=False)
+    first = model.predict(X.iloc[:20])
+    console.rule("The first 20 passengers (as in document 000)")
+    console.print("Predictions: ", list(map(int, first)), markup=False)
+    console.print("Real values: ", list(map(int, y[:20])), markup=False)
+    console.print(f"agreement: {int(np.sum(first == y[:20]))} / 20")
+    table_data = accuracy_over_splits(
+        X, y, epsilons=epsilons, algorithms=algorithms, splits=splits, seed=seed
+    )
+    majority = float(max(np.mean(y), 1 - np.mean(y)))
+    table = Table(title=f"Test accuracy, mean ± std over {splits} random 70/30 splits")
+    table.add_column("algorithm")
+    for eps in epsilons:
+        table.add_column(f"ε = {eps:g}", justify="right")
+    for algorithm, per_eps in table_data.items():
+        table.add_row(algorithm, *[f"{per_eps[e][0]:.3f} ± {per_eps[e][1]:.3f}" for e in epsilons])
+    console.print(table)
+    console.print(f"majority class (everyone dies): {majority:.3f}")
+    return WalkthroughResult(rules, first, y[:20].copy(), table_data, majority)

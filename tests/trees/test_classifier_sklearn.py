@@ -1,0 +1,57 @@
+"""scikit-learn's estimator checks on the DP classifiers.
+
+The checks fit on data they generate, with labels they choose (0/1, 1/2/3,
+strings, ...). A DP classifier cannot read its classes or bounds from the
+data: they are public metadata. The harness below changes exactly that and
+nothing else: its ``_public_metadata`` hook declares the labels and the
+value range of each check's data (the production hook reads the ``classes``
+and ``bounds`` parameters). Everything else - fit, predict, predict_proba,
+validation, errors, cloning, pickling - runs the real code. See
+docs/trees-classification.md ("scikit-learn compatibility").
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dpkit.errors import PrivacyWarning
+from dpkit.trees._data import Columns
+from dpkit.trees.classifier import DPDecisionTreeClassifier
+from dpkit.trees.forest_classifier import DPRandomForestClassifier
+
+
+def _declared(columns: Columns, y: NDArray[Any]) -> tuple[object, NDArray[Any]]:
+    # TEST HARNESS ONLY: metadata taken from the check's own data.
+    arrays = [np.asarray(a, dtype=np.float64) for a in columns.arrays]
+    lows = np.array([a.min() for a in arrays]) - 1.0
+    highs = np.array([a.max() for a in arrays]) + 1.0
+    return (lows, highs), np.unique(np.asarray(y))
+
+
+class HarnessTree(DPDecisionTreeClassifier):
+    def _public_metadata(self, columns: Columns, y: NDArray[Any]) -> tuple[object, NDArray[Any]]:
+        return _declared(columns, y)
+
+
+class HarnessForest(DPRandomForestClassifier):
+    def _public_metadata(self, columns: Columns, y: NDArray[Any]) -> tuple[object, NDArray[Any]]:
+        return _declared(columns, y)
+
+
+CHECK_INSTANCES = [
+    HarnessTree(epsilon=1000.0, random_state=0),
+    HarnessTree(epsilon=1000.0, algorithm="id3", max_depth=4, random_state=0),
+    HarnessForest(epsilon=1000.0, n_estimators=3, random_state=0),
+]
+
+
+@parametrize_with_checks(CHECK_INSTANCES)
+def test_sklearn_contract(estimator: Any, check: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        check(estimator)
