@@ -66,3 +66,43 @@ def test_budget_command_on_a_corrupt_ledger(tmp_path):
     assert result.exit_code == 2
     assert "backup" in result.output
     assert ledger.read_bytes() == b"this is not a ledger"
+
+
+def test_reproduce_regression_paper_quick_on_generated_data(tmp_path):
+    result = runner.invoke(
+        app, ["reproduce", "regression-paper", "--quick", "--no-progress", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "DPMean" in result.output
+    assert any(p.suffix == ".png" for p in tmp_path.iterdir())
+
+
+def test_walkthrough_titanic_on_a_generated_file(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 150
+    sex = rng.choice(["female", "male"], n)
+    pd.DataFrame(
+        {
+            "Survived": (rng.random(n) < np.where(sex == "female", 0.7, 0.2)).astype(int),
+            "Pclass": rng.integers(1, 4, n),
+            "Sex": sex,
+            "Age": rng.uniform(1, 70, n).round(),
+            "SibSp": rng.integers(0, 3, n),
+            "Parch": rng.integers(0, 3, n),
+            "Fare": rng.uniform(5, 100, n).round(2),
+            "Embarked": rng.choice(["C", "Q", "S"], n),
+        }
+    ).to_csv(tmp_path / "titanic.csv", index=False)
+    result = runner.invoke(
+        app,
+        ["walkthrough", "titanic", "--data", str(tmp_path / "titanic.csv"), "--splits", "1"],
+        env={"COLUMNS": "160"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "first 20 passengers" in result.output
+
+
+def test_walkthrough_titanic_missing_file_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["walkthrough", "titanic", "--data", str(tmp_path / "nope.csv")])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output

@@ -227,8 +227,8 @@ def reproduce_regression_paper(
     """Document 001 (DP regression trees and forests): Table 3 and Figures 1-2, beside dpkit's methods."""
     from dpkit.reproduce._cli import reproduce_regression_paper as run
 
-    path = data or _default_data("california_housing.csv")
-    raise typer.Exit(run(path, out, quick, epsilon, folds, seed, progress))
+    # With no --data the function looks for ../shared/data itself (or generates data with --quick).
+    raise typer.Exit(run(data, out, quick, epsilon, folds, seed, progress))
 
 
 walkthrough_app = typer.Typer(
