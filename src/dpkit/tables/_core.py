@@ -72,6 +72,18 @@ def _plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _selection_split(grouping: _Grouping | None, epsilon: float) -> tuple[float, float]:
+    """(epsilon for private partition selection, epsilon for the answers).
+
+    Keys found privately pay ``SELECTION_FRACTION`` of epsilon for the noisy
+    counts that decide which keys are released; public keys pay nothing.
+    """
+    if grouping is not None and grouping.private:
+        first, second = Q.split_epsilon(epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
+        return first, second
+    return 0.0, epsilon
+
+
 class _SessionCore:
     """State and private machinery shared by every query of a session."""
 
@@ -587,11 +599,7 @@ class _SessionCore:
             keep = np.ones(len(keys), dtype=bool)
 
             if kind == "sum":
-                eps_sel, eps_sum = (
-                    Q.split_epsilon(eps_query, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
-                    if private_keys
-                    else (0.0, eps_query)
-                )
+                eps_sel, eps_sum = _selection_split(grouping, eps_query)
                 if private_keys:
                     keep, _, _ = self._select(n, eps_sel, delta, level)
                     details["threshold"] = Q.partition_threshold(eps_sel, delta, k)
@@ -705,11 +713,7 @@ class _SessionCore:
         value = self._numeric_value(column, (lo, hi))
         k = self._k
         private_keys = grouping is not None and grouping.private
-        eps_sel, eps_em = (
-            Q.split_epsilon(epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
-            if private_keys
-            else (0.0, epsilon)
-        )
+        eps_sel, eps_em = _selection_split(grouping, epsilon)
 
         def run(_: Any) -> Result:
             from dpkit.mechanisms import exponential
@@ -807,11 +811,7 @@ class _SessionCore:
         value = self._category_value(column)
         k = self._k
         private_keys = grouping is not None and grouping.private
-        eps_sel, eps_em = (
-            Q.split_epsilon(epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
-            if private_keys
-            else (0.0, epsilon)
-        )
+        eps_sel, eps_em = _selection_split(grouping, epsilon)
 
         def run(_: Any) -> Result:
             from dpkit.mechanisms import exponential
@@ -920,11 +920,7 @@ class _SessionCore:
             assert edges is not None
             value = self._numeric_value(column, (edges[0], edges[-1]))
         private_keys = grouping is not None and grouping.private
-        eps_sel, eps_hist = (
-            Q.split_epsilon(epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
-            if private_keys
-            else (0.0, epsilon)
-        )
+        eps_sel, eps_hist = _selection_split(grouping, epsilon)
         if method is not None:
             import importlib
 
