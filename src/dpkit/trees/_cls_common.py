@@ -238,13 +238,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
                     "or raise max_categories."
                 )
         grid = make_grid(columns, bounds, check_n_cuts(getattr(self, "n_cuts", 32)))
-        unknown = grid.unknown_categories(columns.arrays)
-        if unknown:
-            raise DataError(
-                f"column(s) {unknown} hold values outside their declared domain; add them to "
-                "domains=... (or the 'category' dtype's categories) or map them to an existing value."
-            )
-        codes = grid.encode(columns.arrays)
+        codes = grid.encode_training(columns.arrays)
         extra = 1 if missing == "separate" else 0
         n_bins = grid.n_bins + extra
         if mask.any():

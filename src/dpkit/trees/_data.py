@@ -121,6 +121,19 @@ class FeatureGrid:
                 bad.append(self.feature_name(j))
         return bad
 
+    def encode_training(self, columns: Sequence[NDArray[Any]]) -> NDArray[np.int16]:
+        """:meth:`encode` for fit: values outside a declared domain are refused.
+
+        The message names the columns (public schema), never the values.
+        """
+        unknown = self.unknown_categories(columns)
+        if unknown:
+            raise DataError(
+                f"column(s) {unknown} hold values outside their declared domain; add them to "
+                "domains=... (or the 'category' dtype's categories) or map them to an existing value."
+            )
+        return self.encode(columns)
+
 
 def check_n_cuts(n_cuts: object) -> int:
     if (

@@ -12,7 +12,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
-from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
+from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int, target_array
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import Tree, apply
@@ -168,13 +168,8 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         lo, hi = check_target_bounds(self.target_bounds)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
-        bad = grid.unknown_categories(columns.arrays)
-        if bad:
-            raise DataError(
-                f"column(s) {bad} hold values outside their declared domain; add them to domains."
-            )
         y_unit = scale_target(target_array(y_raw), lo, hi)
-        codes = grid.encode(columns.arrays)
+        codes = grid.encode_training(columns.arrays)
         rnd = randomness(self.random_state)
         eps = exact(epsilon)
         plan = BudgetPlan()
