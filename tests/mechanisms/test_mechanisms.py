@@ -215,3 +215,22 @@ def test_bad_rng_and_size():
 def test_randomized_response_rejects_undeclared_category():
     with pytest.raises(DataError, match="declared"):
         M.randomized_response(["x"], epsilon=1, categories=["a", "b"])
+
+
+def test_randomized_response_input_types_map_to_the_declared_categories():
+    """Typed arrays, Series and mixed lists all match categories by value and type."""
+    import pandas as pd
+
+    big = 50.0  # keep-probability ~1: the output equals the input
+    assert list(
+        M.randomized_response(np.array(["a", "b"]), epsilon=big, categories=["a", "b"], rng=0)
+    ) == ["a", "b"]
+    assert list(M.randomized_response(["a", 1], epsilon=big, categories=["a", 1], rng=0)) == [
+        "a",
+        1,
+    ]
+    assert list(
+        M.randomized_response(pd.Series([1, 0]), epsilon=big, categories=[0, 1], rng=0)
+    ) == [1, 0]
+    with pytest.raises(DataError):  # 1 is an int answer, not the boolean category True
+        M.randomized_response(np.array([1, 0]), epsilon=big, categories=[True, False])

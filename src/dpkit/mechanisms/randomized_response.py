@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
@@ -127,9 +128,18 @@ class RandomizedResponse:
         self.p_other = 1.0 / (e + k - 1)
 
     def _codes(self, values: ArrayLike) -> NDArray[np.int64]:
-        arr = np.asarray(values, dtype=object).ravel()
         lookup = {_key(c): i for i, c in enumerate(self.categories)}
-        codes = np.fromiter((lookup.get(_key(v), -1) for v in arr), dtype=np.int64, count=arr.size)
+        typed = isinstance(values, np.ndarray | pd.Series) and np.asarray(values).dtype != object
+        arr = np.asarray(values, dtype=None if typed else object).ravel()
+        if typed:
+            # Typed arrays: look up each distinct value once, then broadcast by index.
+            uniques, inverse = np.unique(arr, return_inverse=True)
+            table = np.array([lookup.get(_key(u), -1) for u in uniques], dtype=np.int64)
+            codes = table[inverse.ravel()] if uniques.size else np.empty(0, dtype=np.int64)
+        else:
+            codes = np.fromiter(
+                (lookup.get(_key(v), -1) for v in arr), dtype=np.int64, count=arr.size
+            )
         if (codes < 0).any():
             raise DataError(
                 "an answer is not one of the declared categories; declare every category."
@@ -157,9 +167,9 @@ class RandomizedResponse:
                 )
             out[pending[accept]] = proposal[accept]
             pending = pending[~accept]
-        result = np.empty(codes.size, dtype=object)
-        result[:] = [self.categories[i] for i in out]
-        return result.reshape(np.shape(values))
+        categories = np.empty(len(self.categories), dtype=object)
+        categories[:] = self.categories
+        return categories[out].reshape(np.shape(values))
 
     def estimate(self, responses: ArrayLike, *, level: float = 0.95) -> dict[Any, Release]:
         """Unbiased frequency estimate for each category, with a confidence interval.
