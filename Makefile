@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint typecheck unit java bench clean
+.PHONY: demo test lint typecheck unit java postgres scanners bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -38,11 +38,31 @@ typecheck: $(VENV)/.installed-dev
 unit: $(VENV)/.installed-dev java
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+test: lint typecheck unit scanners
+
+# The real SQLite/PostgreSQL scanner path of Session.from_sql. The extension binaries come from
+# PyPI's duckdb-ext-* packages, built for DuckDB 1.4.4 only, so they go with duckdb==1.4.4 into
+# .duckdb-1.4/, which shadows the venv's DuckDB for this one pytest run (--no-deps: DuckDB needs
+# nothing else). The tests start a throwaway PostgreSQL server (Debian's postgresql package);
+# DPKIT_REQUIRE_SCANNERS=1 turns their skips into failures.
+DUCKDB14 := .duckdb-1.4
+
+$(DUCKDB14)/.installed: | $(BIN)/python
+	rm -rf $(DUCKDB14)
+	$(BIN)/pip install -q --no-deps --target $(DUCKDB14) \
+	  duckdb==1.4.4 'duckdb-ext==0.1.*' 'duckdb-ext-sqlite==1.4.4.*' 'duckdb-ext-postgres==1.4.4.*'
+	@touch $@
+
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq postgresql; }
+
+scanners: $(VENV)/.installed-dev $(DUCKDB14)/.installed postgres
+	DPKIT_REQUIRE_SCANNERS=1 PYTHONPATH=$(DUCKDB14) $(BIN)/python -m pytest -q tests/tables/test_sql_scanners.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/pip install -q opendp
 	$(BIN)/python benchmarks/mechanisms.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DUCKDB14) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpkit.errors import DataError
+from dpkit.tables import queries as Q
 from dpkit.tables.engines import Condition, Contribution, DuckDBEngine, Rows, Value
 from dpkit.tables.engines.duckdb_engine import connect
 
@@ -163,3 +166,54 @@ def test_codes_past_the_last_grid_point_are_clamped() -> None:
     out = _clamp_codes(frame, 5).sort_values("_g0")
     assert out["code"].tolist() == [8, 8] and out["n"].tolist() == [3, 3]
     assert _clamp_codes(frame.iloc[:1], 5).equals(frame.iloc[:1])
+
+
+def _round_half_away(v: float) -> int:
+    return int(np.copysign(np.floor(abs(v) + 0.5), v))
+
+
+_finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    xs=st.lists(
+        st.one_of(_finite, st.sampled_from([0.0, -0.5, 0.5, 1e9, -1e9, 2.0**-30])),
+        min_size=1,
+        max_size=40,
+    ),
+    lo=st.floats(min_value=-1e4, max_value=1e4, allow_nan=False),
+    width=st.floats(min_value=1e-3, max_value=1e4, allow_nan=False),
+    centred=st.booleans(),
+    bits=st.integers(min_value=-30, max_value=10),
+)
+def test_arithmetic_clipped_sum_equals_the_sum_of_clipped_values(
+    xs: list[float], lo: float, width: float, centred: bool, bits: int
+) -> None:
+    """The CASE-free clipped sum is bit-for-bit Σ round((clip(x) - c) / g), halves away from 0."""
+    hi = lo + width
+    center = (lo + hi) / 2 if centred else 0.0
+    grid = 2.0**bits
+    xs = [*xs, lo, hi, np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)]
+    eng = engine_for(pd.DataFrame({"x": xs}))
+    out = eng.moments(Rows(), Value("x", numeric=True, bounds=(lo, hi)), (), center, [grid])
+    w_lo, w_hi = Q.valid_range((lo, hi))
+    kept = [x for x in xs if w_lo <= x <= w_hi]
+    expected = sum(_round_half_away((min(max(x, lo), hi) - center) / grid) for x in kept)
+    assert int(out["n"].iloc[0]) == len(kept)
+    assert float(out["s1"].iloc[0]) == float(expected)
+
+
+def test_values_beyond_the_valid_range_count_as_missing() -> None:
+    lo, hi = 0.0, 10.0
+    w_lo, w_hi = Q.valid_range((lo, hi))
+    assert w_lo < -1e9 and w_hi > 1e9  # 2**29 bound-widths: only data errors lie beyond
+    xs = [3.0, 1e9, -1e9, w_hi * 2, -w_hi * 2, np.inf, np.nan]
+    eng = engine_for(pd.DataFrame({"x": xs}))
+    drop = eng.moments(Rows(), Value("x", numeric=True, bounds=(lo, hi)), (), 0.0, [G])
+    assert int(drop["n"].iloc[0]) == 3  # 3, and ±1e9 clipped to 10 and 0
+    assert float(drop["s1"].iloc[0]) * G == 13.0
+    fill = Value("x", numeric=True, nulls="replace", replacement=99.0, bounds=(lo, hi))
+    replaced = eng.moments(Rows(), fill, (), 0.0, [G])
+    assert int(replaced["n"].iloc[0]) == 7
+    assert float(replaced["s1"].iloc[0]) * G == 13.0 + 4 * 10.0  # the fill is clipped too

@@ -137,6 +137,26 @@ def test_contribution_bounding_on_spark(
     assert per_person["n"].max() == 4
 
 
+def test_both_engines_treat_values_beyond_the_valid_range_as_missing(spark: Any) -> None:
+    from dpkit.tables.engines.spark_engine import SparkEngine
+
+    df = pd.DataFrame({"x": [3.0, 1e9, -1e9, 1e20, -1e20, 7.5, np.nan]})
+    con = connect()
+    con.register("t", df)
+    duck, spark_engine = DuckDBEngine(con, "t"), SparkEngine(spark.createDataFrame(df))
+    for value in [
+        Value("x", numeric=True, bounds=(0.0, 10.0)),
+        Value("x", numeric=True, nulls="replace", replacement=-5.0, bounds=(0.0, 10.0)),
+    ]:
+        _same(
+            spark_engine.moments(Rows(), value, (), 5.0, [2.0**-20, 2.0**-14]),
+            duck.moments(Rows(), value, (), 5.0, [2.0**-20, 2.0**-14]),
+            ["n"],
+        )
+    n = duck.moments(Rows(), Value("x", numeric=True, bounds=(0.0, 10.0)), ())["n"].iloc[0]
+    assert int(n) == 4
+
+
 def test_spark_errors_withhold_the_message(engines: tuple[Any, DuckDBEngine]) -> None:
     spark_engine, _ = engines
     with pytest.raises(DataError) as info:

@@ -130,6 +130,19 @@ def test_quantile_rank_error_holds_at_the_stated_level(table: pd.DataFrame, q: f
     assert abs(np.median(errors)) <= 1.5
 
 
+def test_quantile_defaults_fine_grid_alone_coarser_per_group(table: pd.DataFrame) -> None:
+    s = Session.from_pandas(table, epsilon=1e9, rng=3)
+    one = s.median("x", epsilon=1.0, bounds=(0, 100))
+    assert one.mechanism == "permute-and-flip"
+    assert one.details["resolution"] == 100 / (Q.QUANTILE_GRID - 1)
+    assert Q.QUANTILE_GRID == 131_073
+    grouped = s.median("x", epsilon=1.0, bounds=(0, 100), group_by="g", keys=["a", "b", "c"])
+    assert grouped.details["resolution"] == 100 / (Q.GROUPED_QUANTILE_GRID - 1)
+    # at a large ε the release is a median of the data, up to a row or two
+    x = np.clip(table["x"].to_numpy(), 0, 100)
+    assert _utility(x, s.median("x", epsilon=50.0, bounds=(0, 100)).value, 0.5) >= -2
+
+
 def test_min_and_max_are_extreme_quantiles_not_raw_extremes(table: pd.DataFrame) -> None:
     s = Session.from_pandas(table, epsilon=1e9, rng=9)
     mins = [s.min("x", epsilon=2.0, bounds=(0, 200)).value for _ in range(50)]

@@ -707,7 +707,9 @@ class _SessionCore:
         # One row moves both utility terms by at most max(q, 1 - q) (queries.quantile_utilities).
         sensitivity = self._k * max(q, 1.0 - q)
         lo, hi = self._bounds(column, params.get("bounds"))
-        grid_size = params.get("grid_size", 10001)
+        grid_size = params.get("grid_size")
+        if grid_size is None:
+            grid_size = Q.QUANTILE_GRID if grouping is None else Q.GROUPED_QUANTILE_GRID
         grid = Q.uniform_grid((lo, hi), grid_size)
         step = (hi - lo) / (grid.size - 1)
         value = self._numeric_value(column, (lo, hi))
@@ -716,7 +718,7 @@ class _SessionCore:
         eps_sel, eps_em = _selection_split(grouping, epsilon)
 
         def run(_: Any) -> Result:
-            from dpkit.mechanisms import exponential
+            from dpkit.mechanisms import permute_and_flip
 
             frame = self._engine.grid_counts(
                 self._group_rows(rows, grouping),
@@ -741,10 +743,12 @@ class _SessionCore:
                 keys = [key for key, ok in zip(keys, keep) if ok]
                 matrix = matrix[keep]
             if matrix.shape[0] == 0:
-                return _grouped(grouping, [], [], [], epsilon, delta, level, "exponential", details)
+                return _grouped(grouping, [], [], [], epsilon, delta, level, _PF, details)
             utilities = Q.quantile_utilities(matrix, q)
+            # Permute-and-flip: ε-DP like the exponential mechanism, never a worse
+            # expected utility, one pass whatever the data (McKenna & Sheldon 2020).
             chosen = np.atleast_1d(
-                exponential(utilities, epsilon=eps_em, sensitivity=sensitivity, rng=self._rng)
+                permute_and_flip(utilities, epsilon=eps_em, sensitivity=sensitivity, rng=self._rng)
             )
             values = grid[chosen]
             if grouping is None:
@@ -753,7 +757,7 @@ class _SessionCore:
                     epsilon=epsilon,
                     ci=None,
                     level=level,
-                    mechanism="exponential",
+                    mechanism=_PF,
                     details=details,
                 )
             return _grouped(
@@ -764,7 +768,7 @@ class _SessionCore:
                 epsilon,
                 delta,
                 level,
-                "exponential",
+                _PF,
                 details,
             )
 
@@ -999,6 +1003,7 @@ class _SessionCore:
 
 # ----------------------------------------------------------------------------- helpers
 
+_PF = "permute-and-flip"
 _COMMON = {"epsilon", "where", "group_by", "keys", "delta", "level"}
 _PARAMS: dict[str, set[str]] = {
     "count": _COMMON,

@@ -12,6 +12,7 @@ The privacy arguments are collected in ``docs/queries.md``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -22,12 +23,15 @@ from dpkit._checks import check_bounds, check_delta, check_epsilon, exact
 from dpkit.errors import InvalidParameterError
 
 __all__ = [
+    "GROUPED_QUANTILE_GRID",
     "MAX_QUANTILE",
     "MIN_QUANTILE",
     "PRIVATE_BOUNDS_FAILURE",
     "PRIVATE_BOUNDS_FRACTION",
+    "QUANTILE_GRID",
     "SELECTION_FRACTION",
     "SUM_GRID_BITS",
+    "VALID_SPAN",
     "coarse_grid",
     "em_rank_error",
     "mean_estimate",
@@ -42,6 +46,7 @@ __all__ = [
     "split_epsilon",
     "sum_grid",
     "uniform_grid",
+    "valid_range",
     "variance_estimate",
     "variance_interval",
     "variance_split",
@@ -58,6 +63,13 @@ PRIVATE_BOUNDS_FAILURE = 0.01
 
 #: Sums are computed exactly as integers on a grid of about radius · 2**-SUM_GRID_BITS.
 SUM_GRID_BITS = 20
+# Default quantile candidates: 2**17 + 1 points for one release (resolution
+# width / 131,072), 10,001 per group under group_by (work grows as groups × grid).
+QUANTILE_GRID = 2**17 + 1
+GROUPED_QUANTILE_GRID = 10_001
+# A finite value more than VALID_SPAN bound-widths from the middle of its
+# bounds counts as missing, like NaN (see valid_range).
+VALID_SPAN = 2**29
 
 #: Part of epsilon spent on choosing groups when group keys are not public and
 #: the query cannot reuse a noisy count (sum, quantiles, mode, histogram).
@@ -158,6 +170,23 @@ def sum_grid(radius: float) -> float:
     if not (math.isfinite(radius) and radius > 0):
         raise InvalidParameterError("radius must be a finite number > 0.")
     return math.ldexp(1.0, math.floor(math.log2(radius)) - SUM_GRID_BITS)
+
+
+def valid_range(bounds: tuple[float, float]) -> tuple[float, float]:
+    """The finite values a bounded numeric column may take before clipping.
+
+    ``mid ± VALID_SPAN · (hi - lo)``; a value outside it (only a data error
+    puts one there: it is 2**29 bound-widths away) is treated like NaN by the
+    column's null policy. A row-wise rule fixed by the public bounds, so the
+    privacy analysis is unchanged. It keeps the engines' clipped sums exact:
+    a value's offset from either sum centre, in units of :func:`sum_grid`, is
+    then below 2**52 and all integer arithmetic on it is exact in a double.
+    """
+    lo, hi = check_bounds(bounds)
+    mid = lo / 2 + hi / 2
+    span = VALID_SPAN * (hi / 2 - lo / 2) * 2
+    top = sys.float_info.max
+    return max(mid - span, -top), min(mid + span, top)
 
 
 # ------------------------------------------------------- mean / variance bounds
@@ -402,7 +431,10 @@ def em_rank_error(epsilon: float, sensitivity: float, candidates: int, level: fl
 
     For the exponential mechanism with ``P ∝ exp(eps u / (2 Δ))`` over ``C``
     candidates, ``P[u(pick) <= OPT - (2Δ/eps)(ln C + t)] <= e**-t``
-    (McSherry & Talwar 2007; Dwork & Roth, Thm 3.11). With ``e**-t = 1 -
+    (McSherry & Talwar 2007; Dwork & Roth, Thm 3.11). Permute-and-flip obeys
+    the same bound: it returns a candidate only after accepting it, which
+    happens with probability ``exp(-eps (OPT - u) / (2 Δ))``, so a union bound
+    over the ``C`` candidates gives it. With ``e**-t = 1 -
     level`` this returns ``(2Δ/eps) ln(C / (1 - level))``: with probability at
     least ``level`` the released quantile's utility is within this many rows
     of the best grid candidate's.

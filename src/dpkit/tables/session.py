@@ -336,6 +336,7 @@ class Session(_SessionCore):
         table: str,
         *,
         kind: str = "sqlite",
+        extension_directory: str | PathLike[str] | None = None,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
@@ -345,13 +346,27 @@ class Session(_SessionCore):
         """A session over a table in a SQLite file or a PostgreSQL database.
 
         DuckDB reads it through its ``sqlite``/``postgres`` scanner extension
-        (attached read-only), which must already be installed: dpkit never
-        downloads anything at run time. Without the extension, a SQLite table
+        (attached read-only), which must already be on the machine: dpkit never
+        downloads anything at run time (no ``INSTALL``, no autoinstall). The
+        extension is looked for in DuckDB's own extension directory (where
+        ``duckdb.install_extension`` puts it), then in the directory of the
+        ``duckdb_ext`` package when it is importable (the PyPI packages
+        ``duckdb-ext-sqlite``/``duckdb-ext-postgres`` ship the binaries for
+        one DuckDB version each, which must be the installed one).
+
+        ``extension_directory`` names a directory holding the extension
+        instead (laid out as DuckDB's: ``v<version>/<platform>/<name>_scanner
+        .duckdb_extension``, e.g. a copy of ``~/.duckdb/extensions`` from a
+        connected machine); only that directory is then tried, and an error
+        says so if the extension cannot be loaded from it.
+
+        Without the extension (and no ``extension_directory``), a SQLite table
         is read with Python's ``sqlite3`` into DuckDB (in memory); PostgreSQL
-        raises an error saying how to install the extension.
+        raises an error listing the offline ways to provide the extension.
 
         ``database`` is a file path (SQLite) or a libpq connection string
-        (PostgreSQL, e.g. ``"dbname=shop host=localhost"``).
+        (PostgreSQL, e.g. ``"dbname=shop host=localhost"``, or
+        ``host=/path/to/socket/dir`` for a Unix socket).
         """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
@@ -359,32 +374,23 @@ class Session(_SessionCore):
             raise InvalidParameterError(f"kind must be 'sqlite' or 'postgres', got {kind!r}.")
         if not isinstance(table, str) or not table:
             raise InvalidParameterError("table must be a table name.")
+        if kind == "sqlite" and not Path(database).is_file():
+            raise InvalidParameterError(f"SQLite file {str(Path(database))!r} does not exist.")
         con = connect()
-        try:
-            con.execute(f"LOAD {kind}")
-            loaded = True
-        except Exception:
-            loaded = False
-        if loaded:
-            from dpkit.tables.engines._sql import literal, quote
-
-            attach_type = "SQLITE" if kind == "sqlite" else "POSTGRES"
-            _guard_read(
-                lambda: con.execute(
-                    f"ATTACH {literal(str(database))} AS dpkit_source (TYPE {attach_type}, READ_ONLY)"
-                ),
-                "database",
-            )
-            rel = _guard_read(
-                lambda: con.sql(f"SELECT * FROM dpkit_source.{quote(table)}"), "table"
-            )
+        if _load_scanner(con, kind, extension_directory):
+            rel = _attach_and_read(con, database, table, kind)
         elif kind == "sqlite":
             rel = _sqlite_fallback(con, Path(database), table)
         else:
+            version, platform = _duckdb_build(con)
             raise InvalidParameterError(
-                "DuckDB's postgres extension is not installed, and dpkit does not download at run "
-                'time. Install it once on a connected machine: python -c "import duckdb; '
-                "duckdb.install_extension('postgres')\"."
+                f"DuckDB's postgres extension is not installed (for DuckDB {version} here), "
+                "and dpkit does not download at run time. Offline options: pip install "
+                f"duckdb-ext-postgres (its version must match DuckDB {version}); or pass "
+                "extension_directory= a directory holding "
+                f"v{version}/{platform}/postgres_scanner.duckdb_extension; or install it once "
+                'on a connected machine with python -c "import duckdb; '
+                "duckdb.install_extension('postgres')\" and copy ~/.duckdb/extensions over."
             )
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
@@ -624,22 +630,27 @@ class Session(_SessionCore):
         *,
         epsilon: float,
         bounds: tuple[float, float] | None = None,
-        grid_size: int = 10001,
+        grid_size: int | None = None,
         where: Where = None,
         group_by: str | Sequence[str] | None = None,
         keys: Any = None,
         delta: float = 0.0,
         level: float | None = None,
     ) -> Result:
-        """A q-quantile chosen by the exponential mechanism over a public grid.
+        """A q-quantile chosen by permute-and-flip over a public grid.
 
         The candidates are ``grid_size`` evenly spaced points of ``bounds``
-        (public). One engine pass counts the clipped values by grid position;
-        candidate ``c`` has utility ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
+        (public; default :data:`~dpkit.tables.queries.QUANTILE_GRID` = 131,073
+        points, or 10,001 per group with ``group_by``). One engine pass counts
+        the clipped values by grid position; candidate ``c`` has utility
+        ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
         (:func:`~dpkit.tables.queries.quantile_utilities`), sensitivity
-        ``Δ = max(q, 1 - q)`` (times ``k`` per person), and is drawn with
-        probability ``∝ exp(ε u / (2Δ))``. Privacy: ε-DP. The answer is a grid point, so its
-        resolution is ``(hi - lo) / (grid_size - 1)``.
+        ``Δ = max(q, 1 - q)`` (times ``k`` per person). Permute-and-flip
+        (McKenna & Sheldon 2020) accepts candidates in a random order, each
+        with probability ``exp(ε (u - u_max) / (2Δ))``: ε-DP, like the
+        exponential mechanism ``∝ exp(ε u / (2Δ))``, and never less accurate in
+        expectation. The answer is a grid point, so its resolution is
+        ``(hi - lo) / (grid_size - 1)``.
 
         Accuracy: no interval in value units can be given without looking at
         the data, so ``ci`` is ``None`` and ``details["rank_error"]`` states
@@ -666,7 +677,7 @@ class Session(_SessionCore):
         *,
         epsilon: float,
         bounds: tuple[float, float] | None = None,
-        grid_size: int = 10001,
+        grid_size: int | None = None,
         where: Where = None,
         group_by: str | Sequence[str] | None = None,
         keys: Any = None,
@@ -694,7 +705,7 @@ class Session(_SessionCore):
         epsilon: float,
         q: float = Q.MIN_QUANTILE,
         bounds: tuple[float, float] | None = None,
-        grid_size: int = 10001,
+        grid_size: int | None = None,
         where: Where = None,
         group_by: str | Sequence[str] | None = None,
         keys: Any = None,
@@ -728,7 +739,7 @@ class Session(_SessionCore):
         epsilon: float,
         q: float = Q.MAX_QUANTILE,
         bounds: tuple[float, float] | None = None,
-        grid_size: int = 10001,
+        grid_size: int | None = None,
         where: Where = None,
         group_by: str | Sequence[str] | None = None,
         keys: Any = None,
@@ -897,6 +908,96 @@ def _as_view(con: Any, rel: Any, *, materialize: bool = False) -> str:
     else:
         _guard_read(lambda: rel.create_view(name), "source")
     return name
+
+
+def _duckdb_build(con: Any) -> tuple[str, str]:
+    """DuckDB's version and platform (where it looks for extensions), for messages."""
+    import duckdb
+
+    try:
+        platform = str(con.execute("PRAGMA platform").fetchone()[0])
+    except (duckdb.Error, TypeError):
+        platform = "<platform>"
+    return str(duckdb.__version__), platform
+
+
+def _try_load(con: Any, kind: str, directory: str | None) -> bool:
+    """``LOAD`` an extension (never ``INSTALL``), from ``directory`` when given."""
+    import duckdb
+
+    try:
+        if directory is not None:
+            con.execute("SET extension_directory = ?", [directory])
+        con.execute(f"LOAD {kind}")
+    except duckdb.Error:
+        return False
+    return True
+
+
+def _load_scanner(con: Any, kind: str, extension_directory: str | PathLike[str] | None) -> bool:
+    """Load the ``sqlite``/``postgres`` scanner from a local directory; ``False`` if absent.
+
+    With ``extension_directory`` only that directory is tried (and failing is
+    an error, since the caller asked for it); otherwise DuckDB's default
+    directory, then the ``duckdb_ext`` package's. Autoinstall stays off.
+    """
+    if extension_directory is not None:
+        directory = Path(extension_directory)
+        if not directory.is_dir():
+            raise InvalidParameterError(
+                f"extension_directory {str(directory)!r} is not a directory."
+            )
+        if _try_load(con, kind, str(directory)):
+            return True
+        version, platform = _duckdb_build(con)
+        raise InvalidParameterError(
+            f"DuckDB {version} could not load its {kind} extension from extension_directory "
+            f"{str(directory)!r}: it needs v{version}/{platform}/{kind}_scanner.duckdb_extension "
+            "there, built for this DuckDB version."
+        )
+    if _try_load(con, kind, None):
+        return True
+    try:
+        import duckdb_ext
+    except ImportError:
+        return False
+    return _try_load(con, kind, str(duckdb_ext.get_extension_dir()))
+
+
+def _attach_and_read(con: Any, database: str | PathLike[str], table: str, kind: str) -> Any:
+    """Attach the database read-only as ``dpkit_source`` and select the table from it.
+
+    The scanners' messages can quote data and are withheld. They raise
+    ``duckdb.Error`` and, for some failures (a file that is not a SQLite
+    database), a plain ``RuntimeError``.
+    """
+    import duckdb
+
+    from dpkit.tables.engines._sql import literal, quote
+
+    source = "SQLite file" if kind == "sqlite" else "PostgreSQL database"
+    attach_type = "SQLITE" if kind == "sqlite" else "POSTGRES"
+    attached = False
+    rel = None
+    try:
+        con.execute(
+            f"ATTACH {literal(str(database))} AS dpkit_source (TYPE {attach_type}, READ_ONLY)"
+        )
+        attached = True
+        rel = con.sql(f"SELECT * FROM dpkit_source.{quote(table)}")
+    except (duckdb.Error, RuntimeError):
+        pass  # raised below, outside the handler, so the original is not even chained
+    if not attached:
+        raise DataError(
+            f"DuckDB could not open the {source}. Its message is withheld because it can quote "
+            "data; check the path or connection string."
+        )
+    if rel is None:
+        hint = " and that the file is a SQLite database" if kind == "sqlite" else ""
+        raise DataError(
+            f"could not read table {table!r} from the {source}; check the table name{hint}."
+        )
+    return rel
 
 
 def _sqlite_fallback(con: Any, path: Path, table: str) -> Any:

@@ -13,6 +13,7 @@ import datetime as _dt
 from collections.abc import Sequence
 
 from dpkit.errors import InvalidParameterError
+from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Condition, Rows, Value, check_literal
 
 V = "__dpkit_v"
@@ -62,35 +63,52 @@ def condition_sql(cond: Condition) -> str:
     return f"{col} {sql_op} {literal(cond.value, cond.column)}"
 
 
-def value_sql(value: Value) -> tuple[str, str | None]:
-    """(expression, keep-condition) reading ``value`` under its null policy and bounds."""
+def value_sql(value: Value, clip: bool = True) -> tuple[str, str | None]:
+    """(expression, keep-condition) reading ``value`` under its null policy and bounds.
+
+    A bounded number is present when it lies in :func:`queries.valid_range`
+    (which excludes NULL, NaN and ±inf too); it is then clipped to the bounds
+    unless ``clip`` is false (the caller clips, as :meth:`moments` does).
+    """
     col = quote(value.column)
     if value.numeric:
         x = f"TRY_CAST({col} AS DOUBLE)" if value.coerce else f"CAST({col} AS DOUBLE)"
-        # isfinite is NULL for NULL and false for NaN and ±inf: one test for "present".
-        present = f"isfinite({x})"
+        if value.bounds is not None:
+            w_lo, w_hi = (literal(b) for b in Q.valid_range(value.bounds))
+            # NaN sorts above every number in DuckDB, so BETWEEN rejects it as well.
+            present = f"({x} BETWEEN {w_lo} AND {w_hi})"
+        else:
+            # isfinite is NULL for NULL and false for NaN and ±inf: one test for "present".
+            present = f"isfinite({x})"
         if value.nulls == "drop":
             expr, keep = x, present
         else:
-            fill = literal(float(value.replacement))
-            expr, keep = f"(CASE WHEN {present} THEN {x} ELSE {fill} END)", None
-        if value.bounds is not None:
-            lo, hi = (literal(float(b)) for b in value.bounds)
-            # CASE is several times faster than least(greatest(...)) in DuckDB.
-            expr = (
-                f"(CASE WHEN {expr} < {lo} THEN {lo} WHEN {expr} > {hi} THEN {hi} ELSE {expr} END)"
-            )
+            replacement = float(value.replacement)
+            if value.bounds is not None:  # public: clip it here, so the fill is in range too
+                replacement = min(max(replacement, value.bounds[0]), value.bounds[1])
+            expr, keep = f"(CASE WHEN {present} THEN {x} ELSE {literal(replacement)} END)", None
+        if value.bounds is not None and clip:
+            expr = clip_sql(expr, value.bounds)
         return expr, keep
     if value.nulls == "drop":
         return col, f"{col} IS NOT NULL"
     return f"coalesce({col}, {literal(value.replacement, value.column)})", None
 
 
-def base_query(rows: Rows, value: Value | None, group_by: Sequence[Value], table: str) -> str:
+def clip_sql(expr: str, bounds: tuple[float, float]) -> str:
+    lo, hi = (literal(float(b)) for b in bounds)
+    # CASE is several times faster than least(greatest(...)) in DuckDB.
+    return f"(CASE WHEN {expr} < {lo} THEN {lo} WHEN {expr} > {hi} THEN {hi} ELSE {expr} END)"
+
+
+def base_query(
+    rows: Rows, value: Value | None, group_by: Sequence[Value], table: str, clip: bool = True
+) -> str:
     """Rows to aggregate: group keys ``_g0..``, the value ``__dpkit_v``, bounded per person.
 
     The filter and null policies apply first, then the contribution bound
     (so a person's ``k`` kept rows are among the rows the query uses).
+    ``clip=False`` leaves the value unclipped (but in its valid range).
     """
     select: list[str] = []
     where: list[str] = [condition_sql(c) for c in rows.where]
@@ -100,7 +118,7 @@ def base_query(rows: Rows, value: Value | None, group_by: Sequence[Value], table
         if keep:
             where.append(keep)
     if value is not None:
-        expr, keep = value_sql(value)
+        expr, keep = value_sql(value, clip)
         select.append(f"{expr} AS {V}")
         if keep:
             where.append(keep)

@@ -13,6 +13,7 @@ names the offending string), so every failure is re-raised as a
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -61,6 +62,33 @@ def _clamp_codes(frame: pd.DataFrame, size: int) -> pd.DataFrame:
         keys = [c for c in frame.columns if c != "n"]
         return clipped.groupby(keys, as_index=False, sort=False).agg(n=("n", "sum"))
     return frame
+
+
+def _round_half_away(v: float) -> float:
+    """DuckDB's ``round``: to the nearest integer, halves away from zero (|v| < 2**52)."""
+    return math.copysign(math.floor(abs(v) + 0.5), v)
+
+
+def _clipped_units(value: Value, center: float, grid: float) -> str:
+    """SQL for ``sum(round((clip(x) - center) / grid))`` as an exact integer, without CASE.
+
+    With ``u = round((x - center) / grid)`` and the bounds in the same units
+    ``L <= H``, ``2 clip(u, L, H) = |u - L| - |u - H| + L + H``: pure
+    arithmetic, which DuckDB runs several times faster than a CASE. It is
+    exact: ``grid`` is a power of two and a present value lies in
+    :func:`~dpkit.tables.queries.valid_range`, so ``|u| < 2**52`` and every
+    operation acts on integers below 2**53. As rounding is monotone,
+    ``clip(round(y)) = round(clip(y))``: each row's term is the one the
+    clipped value gives, in ``[L, H]``, as the sensitivity analysis needs.
+    """
+    scale = _sql.literal(1.0 / grid)
+    u = f"round(({_sql.V} - {_sql.literal(float(center))}) * {scale})"
+    if value.bounds is None:
+        return f"CAST(coalesce(sum(CAST({u} AS BIGINT)), 0) AS DOUBLE)"
+    lo, hi = (_round_half_away((float(b) - float(center)) * (1.0 / grid)) for b in value.bounds)
+    twice = f"abs({u} - {_sql.literal(lo)}) - abs({u} - {_sql.literal(hi)})"
+    offset = int(lo) + int(hi)
+    return f"CAST((coalesce(sum(CAST({twice} AS BIGINT)), 0) + count(*) * {offset}) // 2 AS DOUBLE)"
 
 
 class DuckDBEngine:
@@ -115,15 +143,16 @@ class DuckDBEngine:
         center: float = 0.0,
         grids: Sequence[float] = (),
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table)
+        base = _sql.base_query(rows, value, group_by, self._table, clip=False)
         groups = _sql.group_list(group_by)
         aggs = ["count(*) AS n"]
-        if value is not None:
-            centred = f"({_sql.V} - {_sql.literal(float(center))})"
-            for p, grid in enumerate(grids, start=1):
+        if value is not None and grids:
+            aggs.append(f"{_clipped_units(value, center, grids[0])} AS s1")
+            clipped = _sql.V if value.bounds is None else _sql.clip_sql(_sql.V, value.bounds)
+            centred = f"({clipped} - {_sql.literal(float(center))})"
+            for p, grid in enumerate(grids[1:], start=2):
                 term = " * ".join([centred] * p)
-                # Integer (HUGEINT) sums are exact and independent of the summation order.
-                units = f"CAST(round({term} / {_sql.literal(float(grid))}) AS BIGINT)"
+                units = f"CAST(round({term} * {_sql.literal(1.0 / grid)}) AS BIGINT)"
                 aggs.append(f"CAST(coalesce(sum({units}), 0) AS DOUBLE) AS s{p}")
         sql = f"SELECT {', '.join([*groups, *aggs])} FROM ({base})"
         if groups:
@@ -136,7 +165,8 @@ class DuckDBEngine:
         base = _sql.base_query(rows, value, group_by, self._table)
         groups = _sql.group_list(group_by)
         t = f"(({_sql.V} - {_sql.literal(float(lo))}) / {_sql.literal(float(step))})"
-        code = f"CAST(CASE WHEN {t} = floor({t}) THEN 2 * floor({t}) ELSE 2 * floor({t}) + 1 END AS BIGINT)"
+        # 2j on grid point j, 2j + 1 strictly between points j and j + 1 (no CASE: faster).
+        code = f"CAST(2 * floor({t}) AS BIGINT) + CAST({t} <> floor({t}) AS BIGINT)"
         inner = f"SELECT {', '.join([*groups, f'{code} AS code'])} FROM ({base})"
         keys = [*groups, "code"]
         sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from dpkit.errors import DataError
+from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import ColumnKind, Condition, Rows, Value, check_literal
 
 __all__ = ["SparkEngine"]
@@ -98,6 +99,9 @@ class SparkEngine:
         if value.numeric:
             x = col.try_cast("double") if value.coerce else col.cast("double")
             missing = x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(_INF))
+            if value.bounds is not None:  # the same valid range as the DuckDB engine
+                w_lo, w_hi = Q.valid_range(value.bounds)
+                missing = missing | (x < F.lit(w_lo)) | (x > F.lit(w_hi))
         else:
             x = col
             missing = col.isNull()
@@ -105,6 +109,8 @@ class SparkEngine:
             expr, keep = x, ~missing
         else:
             fill = float(value.replacement) if value.numeric else value.replacement
+            if value.numeric and value.bounds is not None:
+                fill = min(max(fill, value.bounds[0]), value.bounds[1])
             expr, keep = F.when(missing, F.lit(fill)).otherwise(x), None
         if value.numeric and value.bounds is not None:
             lo, hi = F.lit(float(value.bounds[0])), F.lit(float(value.bounds[1]))
