@@ -38,7 +38,7 @@ typecheck: $(VENV)/.installed-dev
 unit: $(VENV)/.installed-dev java
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit scanners
+test: lint typecheck scanners unit
 
 # The real SQLite/PostgreSQL scanner path of Session.from_sql. The extension binaries come from
 # PyPI's duckdb-ext-* packages, built for DuckDB 1.4.4 only, so they go with duckdb==1.4.4 into

@@ -132,6 +132,14 @@ def main() -> None:
                     err = np.abs(np.asarray(value) - truth)
                     errs.append(float(err.mean()))
                 out["errors"][f"{lib}/{kind}/{eps}"] = float(np.median(errs))
+                if lib == "opendp" and kind == "median" and spec.get("coarse_grid_size"):
+                    coarse = _OpenDP(small, {**spec, "grid_size": spec["coarse_grid_size"]})
+                    errs = [
+                        abs(coarse.release("median", small, eps) - truth)
+                        for _ in range(spec["reps"])
+                    ]
+                    key = f"opendp@{spec['coarse_grid_size']}/median/{eps}"
+                    out["errors"][key] = float(np.median(errs))
     if spec.get("time_data"):
         big = np.load(spec["time_data"])
         opendp_big = _OpenDP(big, spec)

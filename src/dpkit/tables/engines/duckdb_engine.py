@@ -70,25 +70,26 @@ def _round_half_away(v: float) -> float:
 
 
 def _clipped_units(value: Value, center: float, grid: float) -> str:
-    """SQL for ``sum(round((clip(x) - center) / grid))`` as an exact integer, without CASE.
+    """SQL for ``sum(round((clip(x) - center) / grid))``, exact, without CASE.
 
     With ``u = round((x - center) / grid)`` and the bounds in the same units
-    ``L <= H``, ``2 clip(u, L, H) = |u - L| - |u - H| + L + H``: pure
-    arithmetic, which DuckDB runs several times faster than a CASE. It is
-    exact: ``grid`` is a power of two and a present value lies in
-    :func:`~dpkit.tables.queries.valid_range`, so ``|u| < 2**52`` and every
-    operation acts on integers below 2**53. As rounding is monotone,
-    ``clip(round(y)) = round(clip(y))``: each row's term is the one the
+    ``L <= H``, ``clip(u, L, H) = (|u - L| - |u - H| + L + H) / 2``: pure
+    arithmetic, which DuckDB runs several times faster than a CASE. Every
+    step is exact in doubles: ``grid`` is a power of two and a present value
+    lies in :func:`~dpkit.tables.queries.valid_range`, so ``|u| < 2**52``;
+    the numerator is an even integer. As rounding is monotone,
+    ``clip(round(y)) = round(clip(y))``: each row's term is the one its
     clipped value gives, in ``[L, H]``, as the sensitivity analysis needs.
+    The terms are integers of at most 2**21 (:func:`~dpkit.tables.queries.sum_grid`),
+    so their double sum is exact, in any order, for up to 2**32 rows per group.
     """
     scale = _sql.literal(1.0 / grid)
     u = f"round(({_sql.V} - {_sql.literal(float(center))}) * {scale})"
     if value.bounds is None:
-        return f"CAST(coalesce(sum(CAST({u} AS BIGINT)), 0) AS DOUBLE)"
+        return f"coalesce(sum({u}), 0)"
     lo, hi = (_round_half_away((float(b) - float(center)) * (1.0 / grid)) for b in value.bounds)
-    twice = f"abs({u} - {_sql.literal(lo)}) - abs({u} - {_sql.literal(hi)})"
-    offset = int(lo) + int(hi)
-    return f"CAST((coalesce(sum(CAST({twice} AS BIGINT)), 0) + count(*) * {offset}) // 2 AS DOUBLE)"
+    L, H = _sql.literal(lo), _sql.literal(hi)
+    return f"coalesce(sum((abs({u} - {L}) - abs({u} - {H}) + {_sql.literal(lo + hi)}) * 0.5), 0)"
 
 
 class DuckDBEngine:
@@ -152,8 +153,8 @@ class DuckDBEngine:
             centred = f"({clipped} - {_sql.literal(float(center))})"
             for p, grid in enumerate(grids[1:], start=2):
                 term = " * ".join([centred] * p)
-                units = f"CAST(round({term} * {_sql.literal(1.0 / grid)}) AS BIGINT)"
-                aggs.append(f"CAST(coalesce(sum({units}), 0) AS DOUBLE) AS s{p}")
+                units = f"round({term} * {_sql.literal(1.0 / grid)})"
+                aggs.append(f"coalesce(sum({units}), 0) AS s{p}")
         sql = f"SELECT {', '.join([*groups, *aggs])} FROM ({base})"
         if groups:
             sql += f" GROUP BY {', '.join(groups)}"
