@@ -86,9 +86,9 @@ def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
             "mean weight by district (5 groups, one budget: parallel)", "", by_district.epsilon, ""
         ),
     )
-    # A median by the exponential mechanism over a public grid: never the raw middle value plus noise.
+    # A median by permute-and-flip over a public grid: never the raw middle value plus noise.
     quantiles: list[tuple[str, Any]] = [
-        ("median age (exponential mechanism)", session.median("age", bounds=(0, 120), epsilon=0.2)),
+        ("median age (permute-and-flip)", session.median("age", bounds=(0, 120), epsilon=0.2)),
         (
             "95th percentile of weight",
             session.quantile("weight", 0.95, bounds=(30, 200), epsilon=0.1),
