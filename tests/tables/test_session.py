@@ -341,6 +341,16 @@ def test_ledger_persists_spending_across_sessions(people: pd.DataFrame, tmp_path
             "SQL",
         ),
         (lambda s: s.plan([]), InvalidParameterError, "at least one"),
+        (
+            lambda s: s.variance("age", epsilon=1.0, bounds=(-1e300, 1e300)),
+            InvalidParameterError,
+            "out of range for a variance",
+        ),
+        (
+            lambda s: s.mean("age", epsilon=1.0, bounds=(0.0, 1e-305)),
+            InvalidParameterError,
+            "other units",
+        ),
     ],
 )
 def test_bad_input_gets_a_clear_error(

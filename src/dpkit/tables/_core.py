@@ -554,6 +554,9 @@ class _SessionCore:
         private_bounds = eps_bounds > 0
         private_keys = grouping is not None and grouping.private
         k = self._k
+        power = {"sum": 1, "mean": 1, "variance": 2, "std": 2}[kind]
+        if not private_bounds:  # checked now, before anything is charged
+            _check_moment_range(self._bounds(column, params.get("bounds")), kind, power)
 
         def run(_: Any) -> Result:
             from dpkit.mechanisms import Geometric, Laplace
@@ -565,7 +568,6 @@ class _SessionCore:
             lo, hi = bounds
             mid = (lo + hi) / 2
             value = self._numeric_value(column, (lo, hi))
-            power = {"sum": 1, "mean": 1, "variance": 2, "std": 2}[kind]
             center = 0.0 if kind == "sum" else mid
             radius = max(abs(lo - center), abs(hi - center))
             # Per-row values are summed as integers on a 2**-j grid (exact); a row's
@@ -1015,6 +1017,24 @@ _PARAMS: dict[str, set[str]] = {
     "mode": _COMMON | {"domain"},
     "histogram": _COMMON | {"edges", "bins", "bounds", "domain", "method"},
 }
+
+
+def _check_moment_range(bounds: tuple[float, float], kind: str, power: int) -> None:
+    """Refuse bounds whose terms overflow or underflow the sums' grid (before any charge)."""
+    lo, hi = bounds
+    center = 0.0 if kind == "sum" else lo / 2 + hi / 2
+    try:
+        radius = max(abs(lo - center), abs(hi - center))
+        # sum_grid(v) is about v / 2**20 and the engines scale by its inverse: keep both normal.
+        ok = all(math.isfinite(radius**p) and radius**p >= 2.0**-1000 for p in range(1, power + 1))
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InvalidParameterError(
+            f"bounds ({lo!r}, {hi!r}) are out of range for a {kind}: the clipped values"
+            f"{' or their squares' if power == 2 else ''} overflow or underflow a double. "
+            "Declare bounds in other units (e.g. thousands, or millionths)."
+        )
 
 
 def _sorted_order(keys: Sequence[tuple[Any, ...]]) -> list[int]:
