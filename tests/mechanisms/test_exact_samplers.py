@@ -1,11 +1,13 @@
 """Distribution tests: each exact sampler draws from the distribution it claims."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from dpkit.mechanisms import _exact
 from dpkit.mechanisms._exact import bernoulli_exp, discrete_gaussian, discrete_laplace
 from dpkit.mechanisms._random import SecureRandom, SeededRandom
 
@@ -79,3 +81,68 @@ def test_secure_source_is_uniform_and_unbiased():
     assert stats.chisquare(counts).pvalue > 1e-4
     bits = src.bits(50_000)
     assert stats.binomtest(int(bits.sum()), 50_000, 0.5).pvalue > 1e-4
+
+
+def _exp_neg_bracket(num: int, den: int, terms: int = 120) -> tuple[Fraction, Fraction]:
+    """exp(-num/den) between two partial sums of its alternating Taylor series."""
+    g = Fraction(num, den)
+    total, term = Fraction(0), Fraction(1)
+    sums = []
+    for j in range(terms):
+        total += term
+        sums.append(total)
+        term = term * (-g) / (j + 1)
+    return min(sums[-2:]), max(sums[-2:])
+
+
+@pytest.mark.parametrize(("num", "den"), [(1, 1), (1, 3), (5, 2), (13, 7), (1, 2**40), (7, 1)])
+def test_exact_digits_of_exp_minus_gamma(num: int, den: int) -> None:
+    lo, hi = _exp_neg_bracket(num, den)
+    for words in (1, 2, 3):
+        scale = 2 ** (62 * words)
+        assert math.floor(lo * scale) == math.floor(hi * scale)  # the bracket is tight enough
+        assert _exact._exp_neg_digits(num, den, words) == math.floor(lo * scale)
+
+
+@pytest.mark.parametrize(
+    ("num", "den"), [(1, 1), (1, 3), (5, 2), (1 << 70, 1 << 71), (3, 1 << 60), (40, 1)]
+)
+def test_bernoulli_exp_exact_path_alone_has_the_right_law(
+    num: int, den: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A margin so wide that most draws are settled by the exact digit comparison."""
+    monkeypatch.setattr(_exact, "_MARGIN", 0.05)
+    monkeypatch.setattr(_exact, "_TINY", 2.0**-20)
+    n = 4_000
+    src = SeededRandom(np.random.default_rng(num % 1000 + den % 997))
+    big = num > 2**62 or den > 2**62
+    nums = np.full(n, num, dtype=object if big else np.int64)
+    dens = np.full(n, den, dtype=object if big else np.int64)
+    hits = bernoulli_exp(src, nums, dens).sum()
+    p = math.exp(-num / den)
+    assert stats.binomtest(int(hits), n, p).pvalue > 1e-3
+
+
+def test_bernoulli_exp_extremes() -> None:
+    src = SeededRandom(np.random.default_rng(8))
+    assert bernoulli_exp(src, np.zeros(1000, dtype=np.int64), np.ones(1000, dtype=np.int64)).all()
+    huge = np.full(1000, 10**40, dtype=object)
+    assert not bernoulli_exp(src, huge, np.ones(1000, dtype=object)).any()
+    assert not bernoulli_exp(src, np.full(1000, 5000), np.ones(1000, dtype=np.int64)).any()
+
+
+def test_exp_minus_one_tie_goes_to_the_next_digit() -> None:
+    """A first word equal to exp(-1)'s first digit is decided by the following words."""
+    first, second = _exact._digit(1, 1, 1), _exact._digit(1, 1, 2)
+
+    class Scripted:
+        def __init__(self, words: list[int]) -> None:
+            self.words = words
+
+        def uniform_below(self, bound: np.ndarray) -> np.ndarray:
+            return np.array([self.words.pop(0) for _ in range(np.size(bound))], dtype=np.int64)
+
+    assert _exact._bernoulli_exp_minus_one(Scripted([first, second - 1]), 1)[0]
+    assert not _exact._bernoulli_exp_minus_one(Scripted([first, second + 1]), 1)[0]
+    assert _exact._bernoulli_exp_minus_one(Scripted([first - 1]), 1)[0]
+    assert not _exact._bernoulli_exp_minus_one(Scripted([first + 1]), 1)[0]

@@ -1,107 +1,147 @@
 """Exact samplers for the discrete Laplace and discrete Gaussian distributions.
 
 These follow Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential
-Privacy" (NeurIPS 2020), Algorithms 1-3. Every probability is a rational number
-evaluated with integer arithmetic, and the only randomness used is uniform
-integers below a bound, so the samples follow the stated distributions
-*exactly*: there is no floating-point step whose rounding could leak (Mironov,
-CCS 2012).
+Privacy" (NeurIPS 2020), Algorithms 2-3, and the only randomness used is
+uniform integers below a bound, so the samples follow the stated distributions
+*exactly*: no floating-point rounding shapes the output (Mironov, CCS 2012).
+
+The building block is Bernoulli(exp(-γ)) for rational γ. CKS's Algorithm 1
+draws several uniforms per trial; here a trial draws one uniform 62-bit word
+``W``, the first base-2**62 digit of a uniform ``U`` in [0, 1), and returns
+``U < exp(-γ)``, deciding it digit by digit. A double-precision ``exp(-γ)``
+with a rigorous error margin (2**-40 relative, ~10**3 times NumPy's
+worst-case error) settles almost every comparison from ``W`` alone; when
+``W`` falls inside the margin (probability about 2**-40) the digits of
+``exp(-γ)`` are computed exactly (``decimal``, correctly rounded, with
+growing precision until the digit is certain) and compared with ``W`` and,
+while they tie, with further fresh words. The outcome is exactly
+``U < exp(-γ)``: the floats only say early what the exact comparison would.
 
 Everything is vectorised over NumPy arrays: each loop iteration processes all
-still-undecided samples at once, and the set shrinks geometrically. Arrays of
-``int64`` are used while every intermediate product fits below 2**62; larger
-parameters fall back to object arrays of Python integers (same algorithm, exact,
-slower).
+still-undecided samples at once, and the set shrinks geometrically.
 """
 
 from __future__ import annotations
 
+import decimal
+from functools import lru_cache
 from math import isqrt
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.mechanisms._random import MAX_BOUND, RandomSource
+from dpkit.mechanisms._random import RandomSource
 
-# Denominators below this take the int64 path: the Bernoulli(gamma/K) loop needs
-# den*K < 2**62 and K > 128 has probability below 1/128!.
+# Parameters below this keep products in int64 (discrete Laplace's t, Gaussian's terms).
 _FAST_DEN = 1 << 54
-_CHUNK_BITS = 62
+_WORD_BITS = 62  # one uniform digit: uniform_below(2**62) never rejects
+_WORD = 1 << _WORD_BITS
+# Relative error margin of the float exp(-γ), per unit of (γ + 2); see module doc.
+_MARGIN = 2.0**-40
+_TINY = 2.0**-1000  # absolute margin: covers underflow (exp(-γ) < 2**-1000 for γ > 694)
 
 
-def _uniform_below_big(source: RandomSource, bound: NDArray[np.object_]) -> NDArray[np.object_]:
-    """Uniform integers below arbitrary Python-int bounds, by rejection on 62-bit chunks."""
-    bound = np.asarray(bound, dtype=object)
-    out = np.empty(bound.shape, dtype=object)
-    pending = np.arange(bound.size)
-    chunks = max(1, -(-max(int(b).bit_length() for b in bound.ravel()) // _CHUNK_BITS))
-    span = 1 << (_CHUNK_BITS * chunks)
-    while pending.size:
-        word = np.zeros(pending.size, dtype=object)
-        for _ in range(chunks):
-            part = source.uniform_below(np.full(pending.size, MAX_BOUND, dtype=np.int64))
-            word = word * MAX_BOUND + part.astype(object)
-        b = bound[pending]
-        limit = (span // b) * b
-        ok = np.asarray(word < limit).astype(bool)
-        out[pending[ok]] = word[ok] % b[ok]
-        pending = pending[~ok]
-    return out
+@lru_cache(maxsize=1024)
+def _exp_neg_digits(num: int, den: int, words: int) -> int:
+    """floor(exp(-num/den) * 2**(62 * words)), exactly.
 
-
-def _bernoulli_exp_unit(
-    source: RandomSource, num: NDArray[Any], den: NDArray[Any]
-) -> NDArray[np.bool_]:
-    """Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1, gamma <= 1).
-
-    Draw A_K ~ Bernoulli(gamma/K) for K = 1, 2, ... until the first failure; the
-    result is 1 iff that K is odd. P(K odd) = sum_j (-gamma)^j / j! = exp(-gamma).
+    With ``prec`` digits, ``u = 10**(1 - prec)``: the division is off by a
+    relative ``u/2`` at most, which moves exp(-γ) by a factor within
+    ``exp(±γu/2)``, and ``decimal``'s ``exp`` is correctly rounded (another
+    ``u/2``). So exp(-γ) lies within a relative ``rel = exp(γu) - 1 + u`` of
+    the computed value (generous: the bounds' own rounding is far smaller).
+    The floors of both ends agree unless exp(-γ) times the power of two is
+    within ``rel`` of an integer; exp(-γ) is irrational for γ > 0, so raising
+    the precision always ends the loop.
     """
-    n = num.size
-    k = np.ones(n, dtype=np.int64)
-    active = np.arange(n)
-    fast = num.dtype != object and bool(np.all(den < _FAST_DEN))
-    while active.size:
-        bound = den[active] * k[active]
-        draw: NDArray[Any]
-        if fast:
-            draw = source.uniform_below(bound.astype(np.int64))
-        else:
-            draw = _uniform_below_big(source, bound.astype(object))
-        success = np.asarray(draw < num[active]).astype(bool)
-        k[active[success]] += 1
-        active = active[success]
-    return (k % 2) == 1
+    if num == 0:
+        return 1 << (_WORD_BITS * words)
+    bits = _WORD_BITS * words
+    prec = bits * 31 // 100 + 40
+    scale = decimal.Decimal(1 << bits)  # exact
+    while True:
+        # Every operation below runs in these contexts (operators use the local one).
+        with decimal.localcontext(_decimal_context(prec)):
+            gamma = decimal.Decimal(num) / decimal.Decimal(den)
+            value = (-gamma).exp()
+            if value == 0:  # below 10**(MIN_EMIN - prec): every digit is 0
+                return 0
+            unit = decimal.Decimal(10) ** (1 - prec)
+            rel = (gamma * unit).exp() - 1 + unit
+        with decimal.localcontext(_decimal_context(prec + 60)):
+            lo = (value * (1 - rel) * scale).to_integral_value(rounding=decimal.ROUND_FLOOR)
+            hi = (value * (1 + rel) * scale).to_integral_value(rounding=decimal.ROUND_FLOOR)
+        if lo == hi:
+            return int(lo)
+        prec *= 2
+
+
+def _decimal_context(prec: int) -> decimal.Context:
+    return decimal.Context(prec=prec, Emin=decimal.MIN_EMIN, Emax=decimal.MAX_EMAX)
+
+
+def _digit(num: int, den: int, k: int) -> int:
+    """The k-th base-2**62 digit (k = 1, 2, ...) of exp(-num/den)."""
+    return _exp_neg_digits(num, den, k) & (_WORD - 1)
+
+
+def _bernoulli_exact_tail(source: RandomSource, num: int, den: int, first_word: int) -> bool:
+    """``U < exp(-num/den)`` for ``U`` whose first digit is ``first_word``, exactly."""
+    if num == 0:
+        return True
+    word, k = first_word, 1
+    while True:
+        digit = _digit(num, den, k)
+        if word != digit:
+            return word < digit
+        word = int(source.uniform_below(np.full(1, _WORD, dtype=np.int64))[0])
+        k += 1
+
+
+def _as_float(values: NDArray[Any]) -> NDArray[np.float64]:
+    if values.dtype != object:
+        return values.astype(np.float64)
+    return np.array([float(v) if int(v).bit_length() < 1000 else np.inf for v in values])
 
 
 def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) -> NDArray[np.bool_]:
     """Independent Bernoulli(exp(-num/den)) draws for integers num >= 0, den >= 1.
 
-    exp(-gamma) = exp(-1)^floor(gamma) * exp(-frac(gamma)): the integer part is
-    floor(gamma) consecutive Bernoulli(exp(-1)) successes, stopping at the first
-    failure (so the expected work is O(1) however large gamma is).
+    One uniform 62-bit word per draw decides almost always; see the module
+    docstring for why the result is exact.
     """
     num = np.asarray(num).ravel()
     den = np.asarray(den).ravel()
-    quotient = num // den
-    remainder = num - quotient * den
-    result = np.ones(num.size, dtype=bool)
-    # Capping the count at 2**62 changes only events of probability < exp(-2**62).
-    remaining = np.minimum(quotient, MAX_BOUND).astype(np.int64)
-    active = np.flatnonzero(remaining > 0)
-    while active.size:
-        ones = np.ones(active.size, dtype=np.int64)
-        ok = _bernoulli_exp_unit(source, ones, ones)
-        result[active[~ok]] = False
-        remaining[active] -= 1
-        active = active[ok & (remaining[active] > 0)]
-    frac = np.flatnonzero(result & np.asarray(remainder > 0).astype(bool))
-    if frac.size:
-        r, d = remainder[frac], den[frac]
-        if r.dtype == object and all(int(x) < _FAST_DEN for x in d):
-            r, d = r.astype(np.int64), d.astype(np.int64)
-        result[frac] = _bernoulli_exp_unit(source, r, d)
+    result = np.asarray(num == 0, dtype=bool).copy()  # exp(0) = 1: no draw needed
+    todo = np.flatnonzero(~result)
+    if not todo.size:
+        return result
+    num, den = num[todo], den[todo]
+    gamma = _as_float(num) / _as_float(den)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        p = np.exp(-gamma)
+        margin = p * (np.minimum(gamma, 1e300) + 2.0) * _MARGIN + _TINY
+        # The first digit of exp(-γ) is certainly >= lo and certainly <= hi.
+        lo = np.floor(np.clip(p - margin, 0.0, 1.0) * _WORD)
+        hi = np.floor(np.clip(p + margin, 0.0, 1.0) * _WORD)
+    words = source.uniform_below(np.full(todo.size, _WORD, dtype=np.int64))
+    lo_i = np.minimum(lo, _WORD - 1).astype(np.int64)
+    hi_i = np.minimum(hi, _WORD - 1).astype(np.int64)
+    decided = words < lo_i
+    for i in np.flatnonzero(~decided & (words <= hi_i)):  # probability ~2**-40 each
+        decided[i] = _bernoulli_exact_tail(source, int(num[i]), int(den[i]), int(words[i]))
+    result[todo] = decided
+    return result
+
+
+def _bernoulli_exp_minus_one(source: RandomSource, size: int) -> NDArray[np.bool_]:
+    """Bernoulli(exp(-1)) draws: the word against exp(-1)'s exact first digit."""
+    first = _digit(1, 1, 1)
+    words = source.uniform_below(np.full(size, _WORD, dtype=np.int64))
+    result = words < first
+    for i in np.flatnonzero(words == first):  # probability 2**-62 each
+        result[i] = _bernoulli_exact_tail(source, 1, 1, first)
     return result
 
 
@@ -110,8 +150,7 @@ def _geometric_exp_minus_one(source: RandomSource, size: int) -> NDArray[np.int6
     count = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
     while active.size:
-        ones = np.ones(active.size, dtype=np.int64)
-        ok = _bernoulli_exp_unit(source, ones, ones)
+        ok = _bernoulli_exp_minus_one(source, active.size)
         count[active[ok]] += 1
         active = active[ok]
     return count
