@@ -85,7 +85,7 @@ def _clipped_units(value: Value, center: float, grid: float) -> str:
     """
     scale = _sql.literal(1.0 / grid)
     u = f"round(({_sql.V} - {_sql.literal(float(center))}) * {scale})"
-    if value.bounds is None:
+    if value.bounds is None:  # never from a session (it bounds every sum): no exactness claim
         return f"coalesce(sum({u}), 0)"
     lo, hi = (_round_half_away((float(b) - float(center)) * (1.0 / grid)) for b in value.bounds)
     L, H = _sql.literal(lo), _sql.literal(hi)
