@@ -123,6 +123,13 @@ def test_bernoulli_exp_exact_path_alone_has_the_right_law(
     assert stats.binomtest(int(hits), n, p).pvalue > 1e-3
 
 
+def test_bernoulli_exp_with_integers_too_large_for_a_double() -> None:
+    src = SeededRandom(np.random.default_rng(12))
+    n, big = 5_000, 1 << 1100
+    hits = bernoulli_exp(src, np.full(n, big, dtype=object), np.full(n, 2 * big, dtype=object))
+    assert stats.binomtest(int(hits.sum()), n, math.exp(-0.5)).pvalue > 1e-3
+
+
 def test_bernoulli_exp_extremes() -> None:
     src = SeededRandom(np.random.default_rng(8))
     assert bernoulli_exp(src, np.zeros(1000, dtype=np.int64), np.ones(1000, dtype=np.int64)).all()

@@ -99,10 +99,18 @@ def _bernoulli_exact_tail(source: RandomSource, num: int, den: int, first_word: 
         k += 1
 
 
-def _as_float(values: NDArray[Any]) -> NDArray[np.float64]:
-    if values.dtype != object:
-        return values.astype(np.float64)
-    return np.array([float(v) if int(v).bit_length() < 1000 else np.inf for v in values])
+def _ratio(num: NDArray[Any], den: NDArray[Any]) -> NDArray[np.float64]:
+    """num/den as doubles (Python-int division is correctly rounded; inf when too large)."""
+    if num.dtype != object and den.dtype != object:
+        return num.astype(np.float64) / den.astype(np.float64)
+
+    def one(n: Any, d: Any) -> float:
+        try:
+            return int(n) / int(d)
+        except OverflowError:
+            return float("inf")
+
+    return np.array([one(n, d) for n, d in zip(num, den)], dtype=np.float64)
 
 
 def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) -> NDArray[np.bool_]:
@@ -118,13 +126,14 @@ def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) ->
     if not todo.size:
         return result
     num, den = num[todo], den[todo]
-    gamma = _as_float(num) / _as_float(den)
+    gamma = _ratio(num, den)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         p = np.exp(-gamma)
         margin = p * (np.minimum(gamma, 1e300) + 2.0) * _MARGIN + _TINY
-        # The first digit of exp(-γ) is certainly >= lo and certainly <= hi.
-        lo = np.floor(np.clip(p - margin, 0.0, 1.0) * _WORD)
-        hi = np.floor(np.clip(p + margin, 0.0, 1.0) * _WORD)
+        # The first digit of exp(-γ) is certainly >= lo and certainly <= hi
+        # (anything not finite leaves the whole word range to the exact path).
+        lo = np.nan_to_num(np.floor(np.clip(p - margin, 0.0, 1.0) * _WORD), nan=0.0)
+        hi = np.nan_to_num(np.floor(np.clip(p + margin, 0.0, 1.0) * _WORD), nan=float(_WORD))
     words = source.uniform_below(np.full(todo.size, _WORD, dtype=np.int64))
     lo_i = np.minimum(lo, _WORD - 1).astype(np.int64)
     hi_i = np.minimum(hi, _WORD - 1).astype(np.int64)
