@@ -106,7 +106,8 @@ class Rows:
 class Value:
     """How a query reads one column.
 
-    Rows where the column is missing (NULL; for numbers also NaN and ±inf;
+    Rows where the column is missing (NULL; for numbers also NaN and ±inf,
+    and with ``bounds`` finite values outside ``queries.valid_range(bounds)``;
     with ``coerce`` also text that does not parse as a number) are dropped if
     ``nulls == "drop"``, else the value is ``replacement``. Numeric values are
     then clipped to ``bounds`` when given.
