@@ -566,10 +566,8 @@ class _SessionCore:
             else:
                 bounds = self._bounds(column, params.get("bounds"))
             lo, hi = bounds
-            mid = (lo + hi) / 2
             value = self._numeric_value(column, (lo, hi))
-            center = 0.0 if kind == "sum" else mid
-            radius = max(abs(lo - center), abs(hi - center))
+            center, radius = _moment_scale(bounds, kind)
             # Per-row values are summed as integers on a 2**-j grid (exact); a row's
             # rounded term is at most radius**p + grid/2 in absolute value.
             grids = [Q.sum_grid(radius**p) for p in range(1, power + 1)]
@@ -1019,14 +1017,22 @@ _PARAMS: dict[str, set[str]] = {
 }
 
 
+def _moment_scale(bounds: tuple[float, float], kind: str) -> tuple[float, float]:
+    """(center, radius) of a moment's terms: a sum is centred at 0, the others at the middle."""
+    lo, hi = bounds
+    center = 0.0 if kind == "sum" else (lo + hi) / 2
+    return center, max(abs(lo - center), abs(hi - center))
+
+
 def _check_moment_range(bounds: tuple[float, float], kind: str, power: int) -> None:
     """Refuse bounds whose terms overflow or underflow the sums' grid (before any charge)."""
     lo, hi = bounds
-    center = 0.0 if kind == "sum" else lo / 2 + hi / 2
+    center, radius = _moment_scale(bounds, kind)
     try:
-        radius = max(abs(lo - center), abs(hi - center))
         # sum_grid(v) is about v / 2**20 and the engines scale by its inverse: keep both normal.
-        ok = all(math.isfinite(radius**p) and radius**p >= 2.0**-1000 for p in range(1, power + 1))
+        ok = math.isfinite(center) and all(
+            math.isfinite(radius**p) and radius**p >= 2.0**-1000 for p in range(1, power + 1)
+        )
     except OverflowError:
         ok = False
     if not ok:

@@ -83,10 +83,8 @@ def value_sql(value: Value, clip: bool = True) -> tuple[str, str | None]:
         if value.nulls == "drop":
             expr, keep = x, present
         else:
-            replacement = float(value.replacement)
-            if value.bounds is not None:  # public: clip it here, so the fill is in range too
-                replacement = min(max(replacement, value.bounds[0]), value.bounds[1])
-            expr, keep = f"(CASE WHEN {present} THEN {x} ELSE {literal(replacement)} END)", None
+            fill = literal(value.numeric_fill())
+            expr, keep = f"(CASE WHEN {present} THEN {x} ELSE {fill} END)", None
         if value.bounds is not None and clip:
             expr = clip_sql(expr, value.bounds)
         return expr, keep

@@ -120,6 +120,13 @@ class Value:
     coerce: bool = False
     bounds: tuple[float, float] | None = None
 
+    def numeric_fill(self) -> float:
+        """The public replacement of a missing number, clipped to ``bounds`` (both engines)."""
+        fill = float(self.replacement)
+        if self.bounds is not None:
+            fill = min(max(fill, self.bounds[0]), self.bounds[1])
+        return fill
+
 
 @runtime_checkable
 class Engine(Protocol):

@@ -108,9 +108,7 @@ class SparkEngine:
         if value.nulls == "drop":
             expr, keep = x, ~missing
         else:
-            fill = float(value.replacement) if value.numeric else value.replacement
-            if value.numeric and value.bounds is not None:
-                fill = min(max(fill, value.bounds[0]), value.bounds[1])
+            fill = value.numeric_fill() if value.numeric else value.replacement
             expr, keep = F.when(missing, F.lit(fill)).otherwise(x), None
         if value.numeric and value.bounds is not None:
             lo, hi = F.lit(float(value.bounds[0])), F.lit(float(value.bounds[1]))
