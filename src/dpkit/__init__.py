@@ -19,6 +19,7 @@ from dpkit.errors import (
     LedgerError,
     LedgerLockedError,
     PrivacyWarning,
+    ReleaseFailedError,
 )
 from dpkit.release import Release
 from dpkit.tables import Column, GroupedRelease, Schema, Session
@@ -43,6 +44,7 @@ __all__ = [
     "LedgerLockedError",
     "PrivacyWarning",
     "Release",
+    "ReleaseFailedError",
     "Schema",
     "Session",
     "__version__",

@@ -51,5 +51,15 @@ class DataError(DPKitError, ValueError):
     """
 
 
+class ReleaseFailedError(DPKitError):
+    """A release failed after its budget was charged.
+
+    The message is the same for every dataset (the engine's own error can quote
+    data, so it is withheld), and the charge stands: the release may have read
+    the data before it failed. Everything that can be checked on public input
+    is checked before the charge, so this signals an engine fault or a dpkit bug.
+    """
+
+
 class PrivacyWarning(UserWarning):
     """A choice that weakens or voids the privacy guarantee (e.g. a seeded RNG)."""

@@ -5,6 +5,7 @@ See ``docs/accounting.md`` for the theorems used and the ledger's guarantees.
 
 from dpkit.accounting.accountant import Accountant, ChargeRecord, ParallelScope, Part
 from dpkit.accounting.budget import Budget
+from dpkit.accounting.charging import as_accountant, charge_and_run
 from dpkit.accounting.composition import (
     COMPOSITION_RULES,
     advanced_composition,
@@ -27,7 +28,9 @@ __all__ = [
     "ParallelScope",
     "Part",
     "advanced_composition",
+    "as_accountant",
     "basic_composition",
+    "charge_and_run",
     "dp_to_zcdp",
     "drv_composition",
     "largest_rho",
