@@ -54,7 +54,7 @@ def test_table_output_and_schema_file(csv: Path, tmp_path: Path) -> None:
     code, out = run(csv, "median", "age", epsilon=0.5, schema=schema)
     assert code == 0 and "median(age)" in out and "rank error" in out
     code, out = run(csv, "histogram", "age", epsilon=0.5, bounds=(0, 120), bins=4)
-    assert code == 0 and "[0, 30)" in out and "[90, 120)" in out
+    assert code == 0 and "[0, 30)" in out and "[90, 120]" in out
     code, out = run(
         csv, "count", None, epsilon=0.5, group_by=["district"], keys=["private"], delta=1e-6
     )

@@ -431,33 +431,71 @@ def test_plan_costs_without_reading_and_run_charges_once(spied: tuple[Session, S
     assert len(spy.calls) == 4  # nothing of the refused plan ran
 
 
-def test_parallel_needs_provably_disjoint_filters(session: Session, people: pd.DataFrame) -> None:
+def test_parallel_not_provably_disjoint_is_charged_in_sequence(
+    session: Session, people: pd.DataFrame
+) -> None:
     overlapping = Parallel(
         Query("count", epsilon=0.1, where={"district": ["A", "B"]}),
         Query("count", epsilon=0.1, where={"district": "B"}),
     )
-    with pytest.raises(InvalidParameterError, match="could overlap"):
-        session.plan([overlapping])
+    plan = session.plan([overlapping])
+    assert plan.parallel == (False,) and plan.epsilon == pytest.approx(0.2)
+    assert "not provably disjoint" in str(plan)
     other_columns = Parallel(
         Query("count", epsilon=0.1, where={"district": "A"}),
         Query("count", epsilon=0.1, where={"smoker": True}),
     )
-    with pytest.raises(InvalidParameterError, match="could overlap"):
-        session.plan([other_columns])
+    assert session.plan([other_columns]).epsilon == pytest.approx(0.2)
+    disjoint = Parallel(
+        Query("count", epsilon=0.1, where={"district": "A"}),
+        Query("count", epsilon=0.2, where={"district": ["B", "C"]}),
+    )
+    assert session.plan([disjoint]).parallel == (True,)
+    assert session.plan([disjoint]).epsilon == pytest.approx(0.2)
     per_person = Session.from_pandas(people, epsilon=1.0, privacy_unit="pid")
-    with pytest.raises(InvalidParameterError, match="row-level"):
-        per_person.plan(
-            [
-                Parallel(
-                    Query("count", epsilon=0.1, where={"district": "A"}),
-                    Query("count", epsilon=0.1, where={"district": "B"}),
-                )
-            ]
-        )
+    person_plan = per_person.plan(
+        [
+            Parallel(
+                Query("count", epsilon=0.1, where={"district": "A"}),
+                Query("count", epsilon=0.1, where={"district": "B"}),
+            )
+        ]
+    )
+    assert person_plan.epsilon == pytest.approx(0.2)  # one person's rows can match both
     with pytest.raises(InvalidParameterError, match="unknown query"):
         session.plan([Query("average", "age", epsilon=0.1)])
     with pytest.raises(InvalidParameterError, match="unexpected argument"):
         session.plan([Query("count", epsilon=0.1, bounds=(0, 1))])
+
+
+def test_parallel_disjointness_is_decided_on_canonical_dates() -> None:
+    import datetime as dt
+
+    frame = pd.DataFrame(
+        {"day": pd.to_datetime(["2020-01-01", "2020-01-02"] * 10), "x": range(20)}
+    )
+    s = Session.from_pandas(frame, epsilon=10.0, rng=1)
+    same_day = Parallel(
+        Query("count", epsilon=0.5, where={"day": "2020-01-01"}),
+        Query("count", epsilon=0.5, where={"day": dt.date(2020, 1, 1)}),
+        Query("count", epsilon=0.5, where={"day": dt.datetime(2020, 1, 1)}),
+    )
+    plan = s.plan([same_day])
+    assert plan.parallel == (False,) and plan.epsilon == pytest.approx(1.5)
+    days = Parallel(
+        Query("count", epsilon=0.5, where={"day": "2020-01-01"}),
+        Query("count", epsilon=0.5, where={"day": dt.date(2020, 1, 2)}),
+    )
+    assert s.plan([days]).parallel == (True,)
+
+
+def test_a_plan_runs_only_on_the_session_that_prepared_it(people: pd.DataFrame) -> None:
+    a = Session.from_pandas(people, epsilon=1.0, rng=1)
+    b = Session.from_pandas(people.iloc[:10], epsilon=1.0, rng=2)
+    plan = a.plan([Query("count", epsilon=0.5)])
+    with pytest.raises(InvalidParameterError, match="another session"):
+        b.run(plan)
+    assert b.spent.epsilon == 0 and a.spent.epsilon == 0
 
 
 def test_sessions_can_share_one_accountant(people: pd.DataFrame) -> None:

@@ -37,7 +37,11 @@ class Laplace(AdditiveMechanism):
     that rounding adds at most 2^-10 of the sensitivity), the integer l1
     sensitivity of the rounded answer is D_g = floor(D/g) + size, and exact
     discrete Laplace noise of scale t/s >= D_g/epsilon (rational, rounded up)
-    is added in grid units. The privacy loss of one coordinate step is s/t <=
+    is added in grid units. With ``changed=m``, the caller states that
+    neighbours differ in at most ``m`` coordinates (e.g. the one group a row
+    belongs to); only those round differently, so D_g = floor(D/g) + m and
+    the grid and scale do not depend on ``size`` (which may then be a
+    private number, such as how many groups were observed). The privacy loss of one coordinate step is s/t <=
     epsilon/D_g, so the release is epsilon-DP. The noise is the discrete
     analogue of Lap(D/epsilon) up to the 2^-10 inflation.
     """
@@ -51,12 +55,14 @@ class Laplace(AdditiveMechanism):
         sensitivity: float,
         size: int = 1,
         granularity: float | None = None,
+        changed: int | None = None,
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
         self.size = _check_size(size)
+        self.changed = self.size if changed is None else _check_size(changed)
         if granularity is None:
-            granularity = _grid.default_granularity(self.sensitivity, self.size, norm=1)
+            granularity = _grid.default_granularity(self.sensitivity, self.changed, norm=1)
         else:
             try:
                 _grid.check_granularity(granularity)
@@ -64,7 +70,7 @@ class Laplace(AdditiveMechanism):
                 raise InvalidParameterError(str(err)) from None
         self.granularity = float(granularity)
         self.grid_sensitivity = _grid.l1_grid_sensitivity(
-            self.sensitivity, self.granularity, self.size
+            self.sensitivity, self.granularity, self.changed
         )
         self._t, self._s = _grid.rational_scale(
             Fraction(self.grid_sensitivity) / exact(self.epsilon)

@@ -5,25 +5,33 @@
     >>> r = session.mean("age", bounds=(0, 120), epsilon=0.1)
     >>> r.value, r.ci, session.remaining
 
-See ``docs/queries.md`` for the privacy argument of every query.
+A query is data (:class:`QuerySpec`), and every query goes through the same
+steps, each in its own module: :mod:`~dpkit.tables.validation` (public checks),
+:mod:`~dpkit.tables.costing` (the privacy event), the charge, then
+:mod:`~dpkit.tables.execution` with one module per kind under
+:mod:`dpkit.tables.kinds`. See ``docs/queries.md`` and ``docs/threat-model.md``.
 """
 
 from __future__ import annotations
 
-from dpkit.tables.batch import Parallel, Plan, Query
 from dpkit.tables.engines.base import Condition
+from dpkit.tables.plans import Plan
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.schema import Column, Schema
-from dpkit.tables.session import HISTOGRAM_METHODS, Session
+from dpkit.tables.session import Session
+from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
+from dpkit.tables.validation import HISTOGRAM_METHODS
 
 __all__ = [
     "HISTOGRAM_METHODS",
+    "QUERY_KINDS",
     "Column",
     "Condition",
     "GroupedRelease",
     "Parallel",
     "Plan",
     "Query",
+    "QuerySpec",
     "Schema",
     "Session",
 ]

@@ -24,7 +24,10 @@ and, at length, in ``docs/queries.md``.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -32,26 +35,45 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpkit._checks import check_delta, check_epsilon, check_level, exact
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit._checks import check_delta, check_epsilon, check_level
+from dpkit.accounting import Budget, charge_and_run
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
+from dpkit.release import Release
+from dpkit.tables import costing
 from dpkit.tables import queries as Q
-from dpkit.tables._core import (
-    HISTOGRAM_METHODS,
-    QUERY_KINDS,
-    Bounds,
-    Result,
-    _SessionCore,
-    _with_remaining,
-)
-from dpkit.tables.batch import Parallel, Plan, Query, _Prepared
-from dpkit.tables.engines.base import ColumnKind, Contribution, Engine
+from dpkit.tables.engines.base import ColumnKind, Engine
+from dpkit.tables.execution import execute
 from dpkit.tables.filters import Where
+from dpkit.tables.plans import Plan, PlannedQuery, provably_disjoint, total_cost
+from dpkit.tables.results import GroupedRelease
 from dpkit.tables.schema import Schema
+from dpkit.tables.sources import (
+    _as_view,
+    _attach_and_read,
+    _duckdb_build,
+    _guard_read,
+    _load_scanner,
+    _sqlite_fallback,
+    check_sqlite_path,
+)
+from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
+from dpkit.tables.validation import HISTOGRAM_METHODS, TableContext, ValidatedQuery, validate
 
-__all__ = ["HISTOGRAM_METHODS", "QUERY_KINDS", "Parallel", "Plan", "Query", "Session"]
+__all__ = [
+    "HISTOGRAM_METHODS",
+    "QUERY_KINDS",
+    "Parallel",
+    "Plan",
+    "Query",
+    "Session",
+    "_load_scanner",
+]
+
+Result = Release | GroupedRelease
+Bounds = tuple[float, float] | str | None
 
 
-class Session(_SessionCore):
+class Session:
     """Private queries over one table, paid from one privacy budget.
 
     Build one with a constructor for your source: :meth:`from_csv`,
@@ -78,6 +100,20 @@ class Session(_SessionCore):
         accountant: an existing :class:`~dpkit.accounting.Accountant` to pay
             from instead of ``epsilon``/``delta``/``ledger`` (one budget shared
             by several sessions or other releases).
+        dataset: the identity of the dataset (a name the data owner chooses;
+            file constructors default to the file's resolved path). A ledger
+            records it and refuses to guard another dataset.
+
+    Every query runs in four steps, and the order is the guarantee's
+    structure: **validate** the spec against the declared schema
+    (:mod:`dpkit.tables.validation`, no data read), **cost** it
+    (:mod:`dpkit.tables.costing`), **charge** the accountant (refused before
+    any read if it does not fit), then **execute** it
+    (:mod:`dpkit.tables.execution`, the only step that reads data) through
+    :func:`dpkit.accounting.charge_and_run`: a failure after the charge is one
+    :class:`~dpkit.errors.ReleaseFailedError`, the same for every dataset, and
+    the charge stands. A session is safe to share between threads: queries
+    run one at a time, each charged exactly once and answered.
 
     The emptiness of the whole table is treated as public metadata (like its
     column names): a session refuses an empty table at construction. Whether
@@ -98,8 +134,9 @@ class Session(_SessionCore):
         rng: object = None,
         level: float = 0.95,
         accountant: Any = None,
+        dataset: str | None = None,
     ) -> None:
-        from dpkit.accounting import Accountant, Budget
+        from dpkit.accounting import Accountant
 
         if accountant is not None:
             if epsilon is not None or delta or ledger is not None:
@@ -138,8 +175,19 @@ class Session(_SessionCore):
             )
         self._k = int(max_contributions)
         self._rng = self._make_rng(rng)
-        self._contribution = (
-            None if privacy_unit is None else Contribution(privacy_unit, self._k, self._draw_salt())
+        self._privacy_unit = privacy_unit
+        if dataset is not None and (not isinstance(dataset, str) or not dataset):
+            raise InvalidParameterError("dataset must be a non-empty name.")
+        self._dataset = dataset
+        self._token = secrets.token_hex(16)
+        self._lock = threading.RLock()
+        self._context = TableContext(
+            kinds=dict(self._kinds),
+            types=engine.column_types(),
+            schema=self._schema,
+            max_contributions=self._k,
+            privacy_unit=privacy_unit,
+            level=self._level,
         )
         if not engine.has_rows():
             raise DataError(
@@ -149,7 +197,7 @@ class Session(_SessionCore):
             )
         if accountant is None:
             assert epsilon is not None  # checked above
-            accountant = Accountant(Budget(epsilon, delta), ledger=ledger)
+            accountant = _new_accountant(Budget(epsilon, delta), ledger, dataset)
         self._accountant = accountant
 
     # -- constructors ---------------------------------------------------------------------
@@ -163,24 +211,57 @@ class Session(_SessionCore):
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = True,
         materialize: bool = False,
         read_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a CSV file, scanned by DuckDB (types from DuckDB's sniffer).
+        """A session over a CSV file, scanned by DuckDB.
 
-        ``read_options`` go to ``duckdb.read_csv`` (e.g. ``{"delim": ";"}``).
-        ``materialize=True`` loads the file into DuckDB once (faster repeated
-        queries, uses memory); otherwise every query scans the file.
-        ``options`` are the other :class:`Session` arguments.
+        Column types are public metadata the data owner declares: ``types``
+        maps column names to DuckDB types (``{"age": "DOUBLE", "day":
+        "DATE"}``). Columns not declared are typed by DuckDB's sniffer, which
+        reads the rows — a function of the data — so dpkit then warns with a
+        :class:`~dpkit.errors.PrivacyWarning` naming them;
+        ``infer_types=False`` reads undeclared columns as text instead (no
+        inference at all). ``read_options`` go to ``duckdb.read_csv`` (e.g.
+        ``{"delim": ";"}``). ``materialize=True`` loads the file into DuckDB
+        once (faster repeated queries, uses memory); otherwise every query
+        scans the file. ``options`` are the other :class:`Session` arguments;
+        ``dataset`` defaults to the file's resolved path.
         """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
         p = Path(path)
         if not p.is_file():
             raise InvalidParameterError(f"CSV file {str(p)!r} does not exist.")
+        declared = dict(types or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in declared.items()):
+            raise InvalidParameterError("types must map column names to DuckDB type names.")
+        read = dict(read_options or {})
+        if declared:
+            read["dtype"] = declared
+        if not infer_types:
+            read["all_varchar"] = True
         con = connect()
-        rel = _guard_read(lambda: con.read_csv(str(p), **dict(read_options or {})), "CSV file")
+        rel = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
+        unknown = sorted(set(declared) - set(rel.columns))
+        if unknown:
+            raise InvalidParameterError(
+                f"types names columns the file does not have: {unknown}; its columns are "
+                f"{sorted(rel.columns)}."
+            )
+        inferred = [c for c in rel.columns if c not in declared]
+        if inferred and infer_types:
+            warnings.warn(
+                f"the types of columns {inferred} were inferred from the CSV's rows (a function "
+                "of the data, which dpkit then treats as public). Declare them with "
+                "types={...}, or pass infer_types=False to read undeclared columns as text.",
+                PrivacyWarning,
+                stacklevel=2,
+            )
+        options.setdefault("dataset", str(p.resolve()))
         return cls(
             DuckDBEngine(con, _as_view(con, rel, materialize=materialize)),
             epsilon=epsilon,
@@ -374,8 +455,9 @@ class Session(_SessionCore):
             raise InvalidParameterError(f"kind must be 'sqlite' or 'postgres', got {kind!r}.")
         if not isinstance(table, str) or not table:
             raise InvalidParameterError("table must be a table name.")
-        if kind == "sqlite" and not Path(database).is_file():
-            raise InvalidParameterError(f"SQLite file {str(Path(database))!r} does not exist.")
+        if kind == "sqlite":
+            database = check_sqlite_path(database)
+            options.setdefault("dataset", str(database))
         con = connect()
         if _load_scanner(con, kind, extension_directory):
             rel = _attach_and_read(con, database, table, kind)
@@ -804,6 +886,7 @@ class Session(_SessionCore):
         bounds: tuple[float, float] | None = None,
         domain: Sequence[Any] | None = None,
         method: str | None = None,
+        max_count: int | None = None,
         where: Where = None,
         group_by: str | Sequence[str] | None = None,
         keys: Any = None,
@@ -824,7 +907,8 @@ class Session(_SessionCore):
         ε/k-DP publication for one-row changes into ε-DP for ``k`` rows);
         ``value`` is then its estimates, ``ci`` is ``None`` and
         ``details["published"]`` is the published histogram (range queries,
-        error estimates).
+        error estimates). ``method="structure_first"`` needs ``max_count``, a
+        public upper bound on any bin's count (checked before the charge).
         """
         return self._query(
             "histogram",
@@ -835,6 +919,7 @@ class Session(_SessionCore):
             bounds=bounds,
             domain=domain,
             method=method,
+            max_count=max_count,
             where=where,
             group_by=group_by,
             keys=keys,
@@ -842,179 +927,128 @@ class Session(_SessionCore):
             level=level,
         )
 
-    # -- batch ------------------------------------------------------------------------
+    # -- the four steps ------------------------------------------------------------------
 
     def _query(self, kind: str, column: str | None, **params: Any) -> Result:
-        return self._execute(self._prepare(kind, column, params))
+        given = {k: v for k, v in params.items() if v is not None}
+        return self.answer(QuerySpec(kind, column, **given))
 
-    def plan(self, queries: Sequence[Query | Parallel]) -> Plan:
+    def prepare(self, spec: QuerySpec) -> PlannedQuery:
+        """Validate and cost one spec against this session's schema (no data read, no charge)."""
+        query = validate(spec, self._context)
+        return PlannedQuery(query, costing.label(query), query.epsilon, query.delta)
+
+    def answer(self, spec: QuerySpec) -> Result:
+        """Validate, cost, charge and execute one query spec; the release with the budget left."""
+        with self._lock:
+            planned = self.prepare(spec)
+            result = charge_and_run(
+                self._accountant,
+                costing.cost(planned.query),
+                planned.label,
+                lambda: execute(planned.query, self._engine, self._rng),
+            )
+            return replace(result, remaining=self._accountant.remaining)
+
+    def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).
 
         Sequential composition across items; a :class:`Parallel` item costs
-        the max of its members (they read disjoint rows).
+        the max of its members when they are provably disjoint (see
+        :mod:`dpkit.tables.plans`), else their sum. The plan is bound to this
+        session: :meth:`run` on another session refuses it.
         """
-        from dpkit.accounting import Budget
-
-        items: list[tuple[_Prepared, ...]] = []
-        eps_total = exact(0)
-        delta_total = exact(0)
+        items: list[tuple[PlannedQuery, ...]] = []
+        parallel: list[bool] = []
         for item in queries:
-            prepared: tuple[_Prepared, ...]
-            if isinstance(item, Query):
-                prepared = (self._prepare_query(item),)
+            if isinstance(item, QuerySpec):
+                items.append((self.prepare(item),))
+                parallel.append(False)
             elif isinstance(item, Parallel):
-                prepared = self._prepare_parallel(item)
+                if len(item.queries) < 2:
+                    raise InvalidParameterError("Parallel needs at least two queries.")
+                members = tuple(self.prepare(q) for q in item.queries)
+                items.append(members)
+                parallel.append(provably_disjoint([m.query for m in members]))
             else:
                 raise InvalidParameterError("plan() takes a list of Query and Parallel items.")
-            items.append(prepared)
-            eps_total += max(exact(p.epsilon) for p in prepared)
-            delta_total += max(exact(p.delta) for p in prepared)
         if not items:
             raise InvalidParameterError("plan() needs at least one query.")
-        cost = Budget(eps_total, delta_total)
-        return Plan(tuple(items), float(eps_total), float(delta_total), cost)
+        eps, delta = total_cost(items, parallel)
+        return Plan(
+            session=self._token,
+            dataset=self._dataset,
+            items=tuple(items),
+            parallel=tuple(parallel),
+            epsilon=float(eps),
+            delta=float(delta),
+            cost=Budget(eps, delta),
+        )
 
-    def run(self, plan: Plan | Sequence[Query | Parallel]) -> list[Result]:
+    def run(self, plan: Plan | Sequence[QuerySpec | Parallel]) -> list[Result]:
         """Charge a plan's total cost once (refused before any read), then run every query."""
         if not isinstance(plan, Plan):
             plan = self.plan(plan)
-        labels = "; ".join(plan.labels)
-        self._accountant.charge(plan.cost, f"plan: {labels}")
-        remaining = self._accountant.remaining
-        return [_with_remaining(p.run(self._rng), remaining) for group in plan.items for p in group]
-
-    # -- internals: preparation ---------------------------------------------------------
-
-
-def _guard_read(action: Callable[[], Any], what: str) -> Any:
-    """Open a source; DuckDB's message can quote file contents, so it is withheld."""
-    import duckdb
-
-    try:
-        return action()
-    except duckdb.Error:
-        pass  # raised below, outside the handler, so the original is not even chained
-    raise DataError(
-        f"DuckDB could not open the {what}. Its message is withheld because it can quote "
-        "data; check the path, the format and any read options."
-    )
-
-
-def _as_view(con: Any, rel: Any, *, materialize: bool = False) -> str:
-    """Register a relation under a fresh name on its connection (a table if ``materialize``)."""
-    name = f"dpkit_table_{secrets.token_hex(6)}"
-    if materialize:
-        _guard_read(lambda: rel.create(name), "source")
-    else:
-        _guard_read(lambda: rel.create_view(name), "source")
-    return name
-
-
-def _duckdb_build(con: Any) -> tuple[str, str]:
-    """DuckDB's version and platform (where it looks for extensions), for messages."""
-    import duckdb
-
-    try:
-        platform = str(con.execute("PRAGMA platform").fetchone()[0])
-    except (duckdb.Error, TypeError):
-        platform = "<platform>"
-    return str(duckdb.__version__), platform
-
-
-def _try_load(con: Any, kind: str, directory: str | None) -> bool:
-    """``LOAD`` an extension (never ``INSTALL``), from ``directory`` when given."""
-    import duckdb
-
-    try:
-        if directory is not None:
-            con.execute("SET extension_directory = ?", [directory])
-        con.execute(f"LOAD {kind}")
-    except duckdb.Error:
-        return False
-    return True
-
-
-def _load_scanner(con: Any, kind: str, extension_directory: str | PathLike[str] | None) -> bool:
-    """Load the ``sqlite``/``postgres`` scanner from a local directory; ``False`` if absent.
-
-    With ``extension_directory`` only that directory is tried (and failing is
-    an error, since the caller asked for it); otherwise DuckDB's default
-    directory, then the ``duckdb_ext`` package's. Autoinstall stays off.
-    """
-    if extension_directory is not None:
-        directory = Path(extension_directory)
-        if not directory.is_dir():
+        if plan.session != self._token:
             raise InvalidParameterError(
-                f"extension_directory {str(directory)!r} is not a directory."
+                "this plan was prepared by another session (it was checked against that "
+                "session's table and schema); prepare it again with this session's plan()."
             )
-        if _try_load(con, kind, str(directory)):
-            return True
-        version, platform = _duckdb_build(con)
-        raise InvalidParameterError(
-            f"DuckDB {version} could not load its {kind} extension from extension_directory "
-            f"{str(directory)!r}: it needs v{version}/{platform}/{kind}_scanner.duckdb_extension "
-            "there, built for this DuckDB version."
-        )
-    if _try_load(con, kind, None):
-        return True
-    try:
-        import duckdb_ext
-    except ImportError:
-        return False
-    return _try_load(con, kind, str(duckdb_ext.get_extension_dir()))
+        queries: list[ValidatedQuery] = [p.query for group in plan.items for p in group]
+
+        def run_all() -> list[Result]:
+            return [execute(q, self._engine, self._rng) for q in queries]
+
+        with self._lock:
+            results = charge_and_run(
+                self._accountant, plan.cost, f"plan: {'; '.join(plan.labels)}", run_all
+            )
+            remaining = self._accountant.remaining
+        return [replace(r, remaining=remaining) for r in results]
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _load_schema(self, schema: Schema | Mapping[str, Any] | str | PathLike[str] | None) -> Schema:
+        if schema is None:
+            out = Schema()
+        elif isinstance(schema, Schema):
+            out = schema
+        elif isinstance(schema, Mapping):
+            out = Schema.from_dict(schema)
+        elif isinstance(schema, str | PathLike):
+            out = Schema.load(schema)
+        else:
+            raise InvalidParameterError(
+                "schema must be a Schema, a mapping or a path to a schema file."
+            )
+        for name in out.columns:
+            self._check_column(name, "the schema")
+        return out
+
+    def _check_column(self, name: object, where: str = "the query") -> str:
+        if not isinstance(name, str) or name not in self._kinds:
+            raise InvalidParameterError(
+                f"unknown column {name!r} in {where}; the table's columns are {sorted(self._kinds)}."
+            )
+        return name
+
+    @staticmethod
+    def _make_rng(rng: object) -> Any:
+        if rng is None or isinstance(rng, np.random.Generator):
+            return rng
+        if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
+            return np.random.default_rng(int(rng))
+        from dpkit.mechanisms import as_source
+
+        return as_source(rng)
 
 
-def _attach_and_read(con: Any, database: str | PathLike[str], table: str, kind: str) -> Any:
-    """Attach the database read-only as ``dpkit_source`` and select the table from it.
+def _new_accountant(budget: Budget, ledger: str | PathLike[str] | None, dataset: str | None) -> Any:
+    """A session's own accountant, recording the dataset's identity when the ledger supports it."""
+    import inspect
 
-    The scanners' messages can quote data and are withheld. They raise
-    ``duckdb.Error`` and, for some failures (a file that is not a SQLite
-    database), a plain ``RuntimeError``.
-    """
-    import duckdb
+    from dpkit.accounting import Accountant
 
-    from dpkit.tables.engines._sql import literal, quote
-
-    source = "SQLite file" if kind == "sqlite" else "PostgreSQL database"
-    attach_type = "SQLITE" if kind == "sqlite" else "POSTGRES"
-    attached = False
-    rel = None
-    try:
-        con.execute(
-            f"ATTACH {literal(str(database))} AS dpkit_source (TYPE {attach_type}, READ_ONLY)"
-        )
-        attached = True
-        rel = con.sql(f"SELECT * FROM dpkit_source.{quote(table)}")
-    except (duckdb.Error, RuntimeError):
-        pass  # raised below, outside the handler, so the original is not even chained
-    if not attached:
-        raise DataError(
-            f"DuckDB could not open the {source}. Its message is withheld because it can quote "
-            "data; check the path or connection string."
-        )
-    if rel is None:
-        hint = " and that the file is a SQLite database" if kind == "sqlite" else ""
-        raise DataError(
-            f"could not read table {table!r} from the {source}; check the table name{hint}."
-        )
-    return rel
-
-
-def _sqlite_fallback(con: Any, path: Path, table: str) -> Any:
-    """Read a SQLite table with the standard library when DuckDB's extension is missing."""
-    import sqlite3
-
-    if not path.is_file():
-        raise InvalidParameterError(f"SQLite file {str(path)!r} does not exist.")
-    quoted = '"' + table.replace('"', '""') + '"'
-    frame = None
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            frame = pd.read_sql_query(f"SELECT * FROM {quoted}", db)
-    except (sqlite3.Error, pd.errors.DatabaseError):
-        pass  # raised below, outside the handler, so the original is not even chained
-    if frame is None:
-        raise DataError(
-            f"could not read table {table!r} from the SQLite file; check the file and table name."
-        )
-    return con.from_df(frame)
+    if dataset is not None and "dataset" in inspect.signature(Accountant).parameters:
+        return Accountant(budget, ledger=ledger, dataset=dataset)  # type: ignore[call-arg]
+    return Accountant(budget, ledger=ledger)

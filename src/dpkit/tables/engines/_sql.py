@@ -19,6 +19,7 @@ from dpkit.tables.engines.base import Condition, Rows, Value, check_literal
 V = "__dpkit_v"
 PID = "__dpkit_pid"
 POS = "__dpkit_pos"
+ROW = "__dpkit_row"
 
 
 def quote(name: str) -> str:
@@ -122,19 +123,20 @@ def base_query(
             where.append(keep)
     contribution = rows.contribution
     if contribution is not None:
+        # The rank key hashes the row's own content with the query's salt: never its
+        # position, which other people's rows (or the filter) would shift.
         select.append(f"{quote(contribution.column)} AS {PID}")
-        select.append(f"row_number() OVER () AS {POS}")
+        select.append(f"hash({ROW}, {int(contribution.salt)}) AS {POS}")
         where.append(f"{quote(contribution.column)} IS NOT NULL")
     if not select:
         select.append("1 AS __dpkit_one")
-    sql = f"SELECT {', '.join(select)} FROM {table}"
+    sql = f"SELECT {', '.join(select)} FROM {table} AS {ROW}"
     if where:
         sql += " WHERE " + " AND ".join(f"({w})" for w in where)
     if contribution is not None:
-        salt = int(contribution.salt)
         sql = (
             f"SELECT * FROM ({sql}) QUALIFY row_number() OVER "
-            f"(PARTITION BY {PID} ORDER BY hash({POS}, {salt}), {POS}) <= {int(contribution.max_rows)}"
+            f"(PARTITION BY {PID} ORDER BY {POS}) <= {int(contribution.max_rows)}"
         )
     return sql
 

@@ -82,11 +82,15 @@ class Condition:
 class Contribution:
     """Keep at most ``max_rows`` rows per value of ``column`` (the privacy unit).
 
-    Which rows are kept is decided by ordering each person's rows by a hash of
-    (row position, ``salt``): independent of the values, so the clipped
-    statistics are not biased, and a function of the person's own rows only,
-    so one person still changes at most ``max_rows`` rows of what is
-    aggregated. Rows whose id is missing are dropped.
+    Which rows are kept is decided by ordering each person's (filtered) rows
+    by a 64-bit hash of the row's own content and ``salt`` (drawn afresh for
+    every query), keeping the first ``max_rows``. Proof sketch, add/remove
+    one person P: every other person's kept rows are a function of their own
+    rows and the salt only — not of positions, which P's rows would shift —
+    so they are identical on both datasets, and the aggregate changes only by
+    P's at most ``max_rows`` kept rows. Identical rows of one person tie, and
+    it does not matter which of them is kept; distinct rows collide with
+    probability about 2**-64 per pair. Rows whose id is missing are dropped.
     """
 
     column: str

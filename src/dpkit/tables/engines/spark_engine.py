@@ -138,11 +138,13 @@ class SparkEngine:
             pid = F.col(f"`{contribution.column}`")
             df = df.filter(pid.isNotNull())
             cols.append(pid.alias(_PID))
-            cols.append(F.monotonically_increasing_id().alias(_POS))
+            # The row's own content, hashed with the query's salt (64-bit): never an id
+            # assigned after filtering, which other people's rows would shift.
+            content = [F.col(f"`{c}`") for c in self._df.columns]
+            cols.append(F.xxhash64(*content, F.lit(int(contribution.salt))).alias(_POS))
         df = df.select(*cols) if cols else df.select(F.lit(1).alias("__dpkit_one"))
         if contribution is not None:
-            order = F.xxhash64(F.col(_POS), F.lit(int(contribution.salt)))
-            window = Window.partitionBy(_PID).orderBy(order, F.col(_POS))
+            window = Window.partitionBy(_PID).orderBy(F.col(_POS))
             df = (
                 df.withColumn("__dpkit_rank", F.row_number().over(window))
                 .filter(F.col("__dpkit_rank") <= int(contribution.max_rows))

@@ -1,0 +1,49 @@
+"""Counts: rows (or non-missing values of a column), overall or per group.
+
+Privacy: ε-DP under add/remove one row (``k`` rows per person with a privacy
+unit). A row changes one count by 1, so the count (or the vector of group
+counts: each row is in one group) has ℓ1 sensitivity ``k``; two-sided
+geometric noise of scale ``k/ε`` makes it ε-DP. With ``keys="private"`` the
+released keys are those whose noisy count reaches the partition threshold;
+the same noisy counts are the answers, so the whole release is (ε, δ)-DP.
+The CI is ``value ± half_width`` (exact for the geometric noise, public),
+with the lower end at least 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpkit.tables import groups as G
+from dpkit.tables.engines.base import Engine
+from dpkit.tables.validation import ValidatedQuery
+
+
+def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+    from dpkit.mechanisms import Geometric
+
+    grouping, k = v.grouping, v.max_contributions
+    frame = engine.moments(
+        G.pushed_down(v.rows, grouping), v.value, grouping.values if grouping else ()
+    )
+    keys, cols = G.aligned_columns(frame, grouping, ["n"])
+    counts = cols["n"].astype(np.int64)
+    mech = Geometric(epsilon=v.epsilon, sensitivity=k, size=max(counts.size, 1))
+    details: dict[str, Any] = {"sensitivity": k, "scale": mech.scale}
+    if grouping is not None and grouping.private:
+        keep, noisy, threshold = G.select_keys(counts, v.epsilon, v.delta, k, rng)
+        details["threshold"] = threshold
+    else:
+        noisy = np.asarray(mech.randomise(counts, rng=rng), dtype=np.int64).reshape(-1)
+        keep = np.ones(counts.size, dtype=bool)
+    h = mech.half_width(v.level)
+    details["half_width"] = h
+    values = [int(x) for x in noisy[keep]]
+    cis = [(max(x - h, 0.0), x + h) for x in values]
+    kept = [key for key, ok in zip(keys, keep) if ok]
+    return G.finish(v, kept, values, cis, "geometric", details)
+
+
+__all__ = ["release"]

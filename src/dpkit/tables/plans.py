@@ -1,0 +1,143 @@
+"""Batches of queries: validated and costed without touching the data, then run as one.
+
+    plan = session.plan([
+        Query("count", epsilon=0.1),
+        Parallel(
+            Query("mean", "age", epsilon=0.2, bounds=(0, 120), where={"district": "A"}),
+            Query("mean", "age", epsilon=0.2, bounds=(0, 120), where={"district": "B"}),
+        ),
+    ])
+    print(plan)              # each query's cost and the total (ε = 0.3 here)
+    answers = session.run(plan)
+
+A :class:`Plan` is bound to the session (and dataset) that prepared it:
+running it on another session is refused before anything is charged, since
+it was validated against that session's schema and would otherwise answer
+from one table while charging another's budget.
+
+Costs: sequential composition across items; a :class:`~dpkit.tables.Parallel`
+item costs the maximum of its members when their filters are *provably*
+disjoint — the same column restricted by equality or membership to value
+sets with no common value of the column's declared type (literals are
+compared after :mod:`dpkit.tables.values` reads them as that type). Anything
+not provably disjoint is charged as the sum, and the plan says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import pandas as pd
+
+from dpkit._checks import exact
+from dpkit.accounting import Budget
+from dpkit.tables.engines.base import Condition
+from dpkit.tables.validation import ValidatedQuery
+
+__all__ = ["Plan", "PlannedQuery", "provably_disjoint"]
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    """A validated query with its ledger label and cost."""
+
+    query: ValidatedQuery
+    label: str
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A costed batch of queries; ``session.run(plan)`` charges ``cost`` once and runs them.
+
+    ``items`` holds one tuple per batch item (several queries for a
+    :class:`~dpkit.tables.Parallel` item); ``parallel[i]`` says whether item
+    ``i`` was proved disjoint (charged as the max) or not (charged as the sum).
+    """
+
+    session: str
+    dataset: str | None
+    items: tuple[tuple[PlannedQuery, ...], ...]
+    parallel: tuple[bool, ...]
+    epsilon: float
+    delta: float
+    cost: Budget
+
+    @property
+    def labels(self) -> list[str]:
+        return [p.label for group in self.items for p in group]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per query: label, its epsilon and delta, and its parallel group."""
+        records = [
+            (p.label, p.epsilon, p.delta, gi if len(group) > 1 and self.parallel[gi] else None)
+            for gi, group in enumerate(self.items)
+            for p in group
+        ]
+        return pd.DataFrame(records, columns=["query", "epsilon", "delta", "parallel_group"])
+
+    def __str__(self) -> str:
+        lines = [f"plan costing ε={self.epsilon:g}, δ={self.delta:g}:"]
+        for gi, group in enumerate(self.items):
+            for p in group:
+                tag = ""
+                if len(group) > 1:
+                    tag = (
+                        f"  [parallel {gi}]"
+                        if self.parallel[gi]
+                        else f"  [group {gi}: not provably disjoint, charged in sequence]"
+                    )
+                lines.append(f"  {p.label}  (ε={p.epsilon:g}, δ={p.delta:g}){tag}")
+        return "\n".join(lines)
+
+
+def total_cost(
+    items: Sequence[tuple[PlannedQuery, ...]], parallel: Sequence[bool]
+) -> tuple[Fraction, Fraction]:
+    """Exact (ε, δ): the max inside proved-parallel items, sums everywhere else."""
+    eps, delta = Fraction(0), Fraction(0)
+    for group, par in zip(items, parallel):
+        es = [exact(p.epsilon) for p in group]
+        ds = [exact(p.delta) for p in group]
+        eps += max(es) if par else sum(es, Fraction(0))
+        delta += max(ds) if par else sum(ds, Fraction(0))
+    return eps, delta
+
+
+def _value_sets(conditions: Sequence[Condition]) -> dict[str, set[Any]]:
+    """Per column, the values an equality/membership filter allows (intersected)."""
+    out: dict[str, set[Any]] = {}
+    for c in conditions:
+        vals = {c.value} if c.op == "==" else set(c.value) if c.op == "in" else None
+        if vals is not None:
+            out[c.column] = out[c.column] & vals if c.column in out else vals
+    return out
+
+
+def provably_disjoint(members: Sequence[ValidatedQuery]) -> bool:
+    """True if some column is restricted by every member to pairwise disjoint value sets.
+
+    The conditions hold canonical values of the column's declared type, so
+    two spellings of one value (``'2020-01-01'``, ``date(2020, 1, 1)``) are
+    one value here. Private keys and person-level sessions are never
+    parallel: selection is data-dependent, and one person's rows can match
+    several filters.
+    """
+    if len(members) < 2:
+        return False
+    if any(m.rows.contribution is not None for m in members):
+        return False
+    if any(m.grouping is not None and m.grouping.private for m in members):
+        return False
+    sets = [_value_sets(m.rows.where) for m in members]
+    shared = set.intersection(*(set(s) for s in sets))
+    for column in sorted(shared):
+        groups = [s[column] for s in sets]
+        if all(not (a & b) for a, b in itertools.combinations(groups, 2)):
+            return True
+    return False
