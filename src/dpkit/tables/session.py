@@ -240,18 +240,19 @@ class Session:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in declared.items()):
             raise InvalidParameterError("types must map column names to DuckDB type names.")
         read = dict(read_options or {})
+        con = connect()
+        header = _guard_read(lambda: con.read_csv(str(p), all_varchar=True, **read), "CSV file")
+        unknown = sorted(set(declared) - set(header.columns))
+        if unknown:  # column names are public metadata (the header), types are not
+            raise InvalidParameterError(
+                f"types names columns the file does not have: {unknown}; its columns are "
+                f"{sorted(header.columns)}."
+            )
         if declared:
             read["dtype"] = declared
         if not infer_types:
             read["all_varchar"] = True
-        con = connect()
         rel = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
-        unknown = sorted(set(declared) - set(rel.columns))
-        if unknown:
-            raise InvalidParameterError(
-                f"types names columns the file does not have: {unknown}; its columns are "
-                f"{sorted(rel.columns)}."
-            )
         inferred = [c for c in rel.columns if c not in declared]
         if inferred and infer_types:
             warnings.warn(

@@ -145,6 +145,48 @@ def group_list(group_by: Sequence[Value]) -> list[str]:
     return [f"_g{i}" for i in range(len(group_by))]
 
 
+def equal_width(edges: Sequence[float]) -> float | None:
+    """The bin width if ``edges`` are exactly ``lo + i*width`` (as ``numpy.linspace`` makes them)."""
+    import numpy as np
+
+    arr = np.asarray(edges, dtype=np.float64)
+    n = arr.size - 1
+    if n < 2:
+        return None
+    width = (arr[-1] - arr[0]) / n
+    if not (np.isfinite(width) and width > 0):
+        return None
+    if np.array_equal(arr[:-1], np.arange(n) * width + arr[0]):
+        return float(width)
+    return None
+
+
+def bin_index(x: str, edges: Sequence[float]) -> str:
+    """SQL for the bin of an unclipped value ``x``; values beyond the outer edges go to the end bins.
+
+    Equal-width edges (``lo + i*w``, as ``numpy.linspace`` makes them): the
+    first and last bins are decided by exact comparisons with their inner
+    edges, the rest by ``floor((x - lo) / w)`` in double precision — one
+    division instead of a search, so a histogram of thousands of bins costs
+    about a plain ``GROUP BY``. A value within rounding error (a few units in
+    the last place) of an inner edge may land in the bin next to the one an
+    exact comparison gives; the rule is the same IEEE arithmetic in every
+    engine, and a deterministic function of the row, so the one-row
+    sensitivity is unchanged. Other edges: an exact binary search of CASEs.
+    """
+    width = equal_width(edges)
+    n = len(edges) - 1
+    if width is None:
+        clipped = clip_sql(x, (float(edges[0]), float(edges[-1])))
+        return bin_tree(clipped, edges, 0, n - 1)
+    first, last = literal(float(edges[1])), literal(float(edges[-2]))
+    lo, w = literal(float(edges[0])), literal(width)
+    return (
+        f"(CASE WHEN {x} < {first} THEN 0 WHEN {x} >= {last} THEN {n - 1} "
+        f"ELSE CAST(floor(({x} - {lo}) / {w}) AS BIGINT) END)"
+    )
+
+
 def bin_tree(x: str, edges: Sequence[float], first: int, last: int) -> str:
     """Nested CASE giving the bin of ``x`` among bins ``first..last`` (binary search)."""
     if first == last:

@@ -194,7 +194,8 @@ class Engine(Protocol):
 
         Values are clipped to ``[edges[0], edges[-1]]``; bin ``i`` holds
         ``edges[i] <= v < edges[i+1]``, the last bin also ``v == edges[-1]``.
-        Comparisons are exact (a binary search over the edges, not a division).
+        Uneven edges are compared exactly (a binary search); equal-width edges
+        use ``floor((v - lo) / w)`` between exact end bins (see ``_sql.bin_index``).
         """
         ...
 

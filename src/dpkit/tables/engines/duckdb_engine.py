@@ -177,10 +177,10 @@ class DuckDBEngine:
     def bin_counts(
         self, rows: Rows, value: Value, group_by: Sequence[Value], edges: Sequence[float]
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table)
+        base = _sql.base_query(rows, value, group_by, self._table, clip=False)
         groups = _sql.group_list(group_by)
-        tree = _sql.bin_tree(_sql.V, edges, 0, len(edges) - 2)
-        inner = f"SELECT {', '.join([*groups, f'{tree} AS bin'])} FROM ({base})"
+        index = _sql.bin_index(_sql.V, edges)
+        inner = f"SELECT {', '.join([*groups, f'{index} AS bin'])} FROM ({base})"
         keys = [*groups, "bin"]
         sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
         return self._fetch(sql, "counting by bin", value, group_by)

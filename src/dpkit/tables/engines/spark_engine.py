@@ -156,6 +156,22 @@ class SparkEngine:
     def _groups(group_by: Sequence[Value]) -> list[str]:
         return [f"_g{i}" for i in range(len(group_by))]
 
+    def _bin_index(self, x: Any, edges: Sequence[float]) -> Any:
+        """The same rule as the DuckDB engine's (``_sql.bin_index``): arithmetic for equal widths."""
+        from dpkit.tables.engines._sql import equal_width
+
+        F = self._F
+        width = equal_width(edges)
+        n = len(edges) - 1
+        if width is None:
+            return self._bin_tree(x, edges, 0, n - 1)
+        inner = F.floor((x - F.lit(float(edges[0]))) / F.lit(width)).cast("long")
+        return (
+            F.when(x < F.lit(float(edges[1])), F.lit(0))
+            .when(x >= F.lit(float(edges[-2])), F.lit(n - 1))
+            .otherwise(inner)
+        )
+
     def _bin_tree(self, x: Any, edges: Sequence[float], first: int, last: int) -> Any:
         F = self._F
         if first == last:
@@ -213,7 +229,7 @@ class SparkEngine:
     ) -> pd.DataFrame:
         F = self._F
         df = self._base(rows, value, group_by)
-        tree = self._bin_tree(F.col(_V), edges, 0, len(edges) - 2)
+        tree = self._bin_index(F.col(_V), edges)
         groups = self._groups(group_by)
         out = (
             df.select(*groups, tree.alias("bin"))
