@@ -108,6 +108,12 @@ def duckdb_section(x: np.ndarray, g: np.ndarray, reps: int) -> list[dict[str, An
             lambda: session.median("x", epsilon=1.0, bounds=BOUNDS),
         ),
         (
+            "histogram, 4,096 bins",
+            f"SELECT CAST(floor(x / {BOUNDS[1] / 4096!r}) AS BIGINT) AS b, count(*) FROM bench GROUP BY b",
+            "",
+            lambda: session.histogram("x", epsilon=1.0, bounds=BOUNDS, bins=4096),
+        ),
+        (
             "mean by 100 groups",
             "SELECT g, avg(x) FROM bench GROUP BY g",
             f"SELECT g, count(*), sum({CLIP}) FROM bench GROUP BY g",

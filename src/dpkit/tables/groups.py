@@ -88,9 +88,8 @@ def aligned_columns(
     present = rows_ix >= 0
     out: dict[str, NDArray[Any]] = {}
     for c in columns:
-        arr = np.zeros(len(keys), dtype=np.float64)
-        np.add.at(arr, rows_ix[present], frame[c].to_numpy(dtype=np.float64)[present])
-        out[c] = arr
+        weights = frame[c].to_numpy(dtype=np.float64)[present]
+        out[c] = np.bincount(rows_ix[present], weights=weights, minlength=len(keys))
     return keys, out
 
 
@@ -101,9 +100,8 @@ def dense_matrix(
     counts = frame["n"].to_numpy(dtype=np.float64)
     ok = slots >= 0
     if grouping is None:
-        matrix = np.zeros((1, width))
-        np.add.at(matrix[0], slots[ok], counts[ok])
-        return [()], matrix
+        row = np.bincount(slots[ok], weights=counts[ok], minlength=width)
+        return [()], row.reshape(1, width)
     observed = _observed(frame, grouping)
     if grouping.keys is not None:
         keys = list(grouping.keys)
@@ -112,9 +110,9 @@ def dense_matrix(
     position = {key: i for i, key in enumerate(keys)}
     rows_ix = np.array([position.get(key, -1) for key in observed], dtype=np.int64)
     ok &= rows_ix >= 0
-    matrix = np.zeros((len(keys), width))
-    np.add.at(matrix, (rows_ix[ok], slots[ok]), counts[ok])
-    return keys, matrix
+    flat = rows_ix[ok] * width + slots[ok]
+    matrix = np.bincount(flat, weights=counts[ok], minlength=len(keys) * width)
+    return keys, matrix.reshape(len(keys), width)
 
 
 def select_keys(

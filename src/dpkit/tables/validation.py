@@ -467,7 +467,7 @@ def _quantile(ctx: TableContext, kind: str, column: str, common: dict[str, Any])
     bounds = _bounds(ctx, column, spec.bounds, allow_private=False)
     grid = Q.uniform_grid(bounds, grid_size)
     step = (bounds[1] - bounds[0]) / (grid_size - 1)
-    if not (math.isfinite(step) and step > 0) or np.unique(grid).size != grid.size:
+    if not (math.isfinite(step) and step > 0) or not np.all(np.diff(grid) > 0):
         raise InvalidParameterError(
             f"bounds {bounds} are too narrow (or too wide) for {grid_size} distinct candidate "
             "answers in double precision; widen them or ask for a smaller grid_size."
