@@ -301,3 +301,28 @@ def test_specs_are_data_that_round_trip_through_json() -> None:
     assert "mean('x'" in str(spec)
     s = _fresh()
     assert s.answer(QuerySpec.from_json(spec.to_json())).keys == ("a", "b")
+
+
+@pytest.mark.parametrize("odd", ["0001-01-01", "9999-12-31", "1677-09-21", "2262-04-12"])
+def test_odd_dates_in_a_group_column_never_fail_after_the_charge(odd: str) -> None:
+    """Dates pandas cannot hold (year 1, 9999) come back as text, never as an error."""
+    con = connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT * FROM (VALUES (DATE '2020-01-01', 1.0), (DATE '2020-01-01', 2.0),"
+        f" (DATE '{odd}', 3.0)) v(day, x)"
+    )
+    s = Session.from_duckdb("t", connection=con, epsilon=100.0, delta=1e-3, rng=2)
+    r = s.count(epsilon=1.0, group_by="day", keys="private", delta=1e-6)
+    assert set(r.keys) <= {dt.datetime(2020, 1, 1), dt.datetime.fromisoformat(odd), odd}
+    public = s.count(epsilon=1.0, group_by="day", keys=[odd, "2020-01-01"])
+    assert public.keys == (odd, "2020-01-01")
+    assert s.mode("day", epsilon=1.0, domain=[odd, "2020-01-01"]).value in (odd, "2020-01-01")
+
+
+def test_columns_of_other_types_cannot_be_grouped() -> None:
+    con = connect()
+    con.execute("CREATE TABLE t AS SELECT [1, 2] AS l, 1.0 AS x")
+    s = Session.from_duckdb("t", connection=con, epsilon=1.0, rng=0)
+    with pytest.raises(InvalidParameterError, match="cannot be grouped"):
+        s.count(epsilon=0.5, group_by="l", keys="private", delta=1e-6)
+    assert s.spent.epsilon == 0

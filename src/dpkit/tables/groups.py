@@ -26,6 +26,7 @@ from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Condition, Rows
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.validation import Grouping, ValidatedQuery
+from dpkit.tables.values import from_engine
 
 __all__ = [
     "aligned_columns",
@@ -59,7 +60,11 @@ def pushed_down(rows: Rows, grouping: Grouping | None) -> Rows:
 
 def _observed(frame: pd.DataFrame, grouping: Grouping) -> list[tuple[Any, ...]]:
     gcols = [f"_g{i}" for i in range(len(grouping.columns))]
-    return [tuple(plain(v) for v in row) for row in frame[gcols].itertuples(index=False, name=None)]
+    temporal = [v.temporal for v in grouping.values]
+    return [
+        tuple(from_engine(v) if t else plain(v) for v, t in zip(row, temporal))
+        for row in frame[gcols].itertuples(index=False, name=None)
+    ]
 
 
 def _sorted_keys(keys: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -101,7 +106,7 @@ def dense_matrix(
     ok = slots >= 0
     if grouping is None:
         row = np.bincount(slots[ok], weights=counts[ok], minlength=width)
-        return [()], row.reshape(1, width)
+        return [()], np.asarray(row, dtype=np.float64).reshape(1, width)
     observed = _observed(frame, grouping)
     if grouping.keys is not None:
         keys = list(grouping.keys)
@@ -112,7 +117,7 @@ def dense_matrix(
     ok &= rows_ix >= 0
     flat = rows_ix[ok] * width + slots[ok]
     matrix = np.bincount(flat, weights=counts[ok], minlength=len(keys) * width)
-    return keys, matrix.reshape(len(keys), width)
+    return keys, np.asarray(matrix, dtype=np.float64).reshape(len(keys), width)
 
 
 def select_keys(

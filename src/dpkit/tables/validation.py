@@ -37,7 +37,7 @@ from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import COMPARISONS, ColumnKind, Condition, Rows, Value
 from dpkit.tables.schema import Column, Schema
 from dpkit.tables.specs import QuerySpec
-from dpkit.tables.values import canonical
+from dpkit.tables.values import canonical, temporal_type
 
 __all__ = [
     "HISTOGRAM_METHODS",
@@ -260,13 +260,26 @@ def numeric_value(
 
 
 def _category_value(ctx: TableContext, column: str) -> Value:
+    """How a group or category column is read; only kinds whose values dpkit can compare."""
+    kind, type_name = ctx.kinds[column], ctx.types[column]
+    if kind == "other" or (kind == "temporal" and not temporal_type(type_name)):
+        raise InvalidParameterError(
+            f"column {column!r} has type {type_name}, which cannot be grouped or counted by "
+            "value; use a numeric, text, boolean, DATE or TIMESTAMP column."
+        )
     spec = ctx.schema.get(column)
     replacement = spec.replacement
     if spec.nulls == "replace":
         replacement = canonical(
             replacement, column, ctx.kinds[column], ctx.types[column], "replacement"
         )
-    return Value(column, numeric=False, nulls=spec.nulls, replacement=replacement)
+    return Value(
+        column,
+        numeric=False,
+        nulls=spec.nulls,
+        replacement=replacement,
+        temporal=kind == "temporal",
+    )
 
 
 def _bounds(ctx: TableContext, column: str, bounds: Any, *, allow_private: bool) -> tuple[float, float]:

@@ -30,7 +30,7 @@ from typing import Any
 from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import ColumnKind
 
-__all__ = ["canonical", "temporal_type"]
+__all__ = ["canonical", "from_engine", "temporal_type"]
 
 _INT_LIMIT = 2**63
 
@@ -119,3 +119,18 @@ def _type_error(
     return InvalidParameterError(
         f"a {what} for {kind} column {column!r} is a {type(value).__name__}; use {expected}."
     )
+
+
+def from_engine(text: object) -> object:
+    """A date/time value the engine returned as ISO text, as a ``datetime`` (never raises).
+
+    Dates outside what Python represents (before year 1, after 9999, BC) stay
+    text: they cannot equal any public key, and nothing after the charge may
+    fail because of them.
+    """
+    if isinstance(text, str):
+        try:
+            return _dt.datetime.fromisoformat(text)
+        except ValueError:
+            return text
+    return text

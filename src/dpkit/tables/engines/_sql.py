@@ -113,7 +113,7 @@ def base_query(
     where: list[str] = [condition_sql(c) for c in rows.where]
     for i, g in enumerate(group_by):
         expr, keep = value_sql(g)
-        select.append(f"{expr} AS _g{i}")
+        select.append(f"{as_text(expr) if g.temporal else expr} AS _g{i}")
         if keep:
             where.append(keep)
     if value is not None:
@@ -139,6 +139,11 @@ def base_query(
             f"(PARTITION BY {PID} ORDER BY {POS}) <= {int(contribution.max_rows)}"
         )
     return sql
+
+
+def as_text(expr: str) -> str:
+    """A date/time expression as ISO text (``_dates.from_engine`` reads it back)."""
+    return f"CAST({expr} AS VARCHAR)"
 
 
 def group_list(group_by: Sequence[Value]) -> list[str]:

@@ -123,6 +123,10 @@ class Value:
     replacement: Any = None
     coerce: bool = False
     bounds: tuple[float, float] | None = None
+    #: a date/time column whose values come back to Python as ISO text (group keys,
+    #: value counts): converting engine dates to pandas can fail on odd dates
+    #: (year 1, 9999, beyond), and nothing after the charge may fail on data.
+    temporal: bool = False
 
     def numeric_fill(self) -> float:
         """The public replacement of a missing number, clipped to ``bounds`` (both engines)."""

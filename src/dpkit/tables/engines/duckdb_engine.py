@@ -194,7 +194,8 @@ class DuckDBEngine:
     ) -> pd.DataFrame:
         base = _sql.base_query(rows, value, group_by, self._table)
         groups = _sql.group_list(group_by)
-        keys = [*groups, f"{_sql.V} AS value"]
+        shown = _sql.as_text(_sql.V) if value.temporal else _sql.V
+        keys = [*groups, f"{shown} AS value"]
         sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({base})"
         if domain is not None:
             items = ", ".join(_sql.literal(v, value.column) for v in domain)

@@ -125,7 +125,7 @@ class SparkEngine:
         cols: list[Any] = []
         for i, g in enumerate(group_by):
             expr, keep = self._value(g)
-            cols.append(expr.alias(f"_g{i}"))
+            cols.append((expr.cast("string") if g.temporal else expr).alias(f"_g{i}"))
             if keep is not None:
                 df = df.filter(keep)
         if value is not None:
@@ -251,7 +251,10 @@ class SparkEngine:
             df = df.filter(F.col(_V).isin([check_literal(v, value.column) for v in domain]))
         groups = self._groups(group_by)
         out = (
-            df.select(*groups, F.col(_V).alias("value"))
+            df.select(
+                *groups,
+                (F.col(_V).cast("string") if value.temporal else F.col(_V)).alias("value"),
+            )
             .groupBy(*groups, "value")
             .agg(F.count(F.lit(1)).alias("n"))
         )

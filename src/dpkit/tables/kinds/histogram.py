@@ -59,7 +59,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     if v.domain is not None:
         assert v.domain_labels is not None
         frame = engine.value_counts(rows, v.value, g_values, v.domain)
-        slots = domain_slots(frame["value"], v.domain)
+        slots = domain_slots(frame["value"], v.domain, v.value.temporal)
         width = len(v.domain)
         details: dict[str, Any] = {"labels": list(v.domain_labels)}
     else:

@@ -19,14 +19,16 @@ import numpy as np
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
 from dpkit.tables.validation import ValidatedQuery
+from dpkit.tables.values import from_engine
 
 __all__ = ["domain_slots", "release"]
 
 
-def domain_slots(values: Any, domain: tuple[Any, ...]) -> np.ndarray:
+def domain_slots(values: Any, domain: tuple[Any, ...], temporal: bool = False) -> np.ndarray:
     """Index of each engine value in the (canonical) domain; -1 if it is not in it."""
     lookup = {d: i for i, d in enumerate(domain)}
-    return np.array([lookup.get(G.plain(x), -1) for x in values], dtype=np.int64)
+    read = from_engine if temporal else G.plain
+    return np.array([lookup.get(read(x), -1) for x in values], dtype=np.int64)
 
 
 def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
@@ -39,7 +41,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         G.pushed_down(v.rows, grouping), v.value, grouping.values if grouping else (), v.domain
     )
     keys, matrix = G.dense_matrix(
-        frame, grouping, domain_slots(frame["value"], v.domain), len(v.domain)
+        frame, grouping, domain_slots(frame["value"], v.domain, v.value.temporal), len(v.domain)
     )
     details: dict[str, Any] = {
         "domain": v.domain_labels,
