@@ -32,6 +32,7 @@ __all__ = [
     "aligned_columns",
     "dense_matrix",
     "finish",
+    "keep_selected",
     "pushed_down",
     "select_keys",
 ]
@@ -137,6 +138,25 @@ def select_keys(
     mech = Geometric(epsilon=epsilon, sensitivity=k, size=counts_i.size)
     noisy = np.asarray(mech.randomise(counts_i, rng=rng), dtype=np.int64).reshape(-1)
     return noisy >= threshold, noisy, threshold
+
+
+def keep_selected(
+    v: ValidatedQuery,
+    keys: list[tuple[Any, ...]],
+    matrix: NDArray[np.float64],
+    epsilon: float,
+    rng: Any,
+    details: dict[str, Any],
+) -> tuple[list[tuple[Any, ...]], NDArray[np.float64]]:
+    """With private keys, the rows of a (groups × width) count matrix that pass selection.
+
+    Selection noises each row's total (the group's count); public keys pass unchanged.
+    """
+    if v.grouping is None or not v.grouping.private:
+        return keys, matrix
+    keep, _, threshold = select_keys(matrix.sum(axis=1), epsilon, v.delta, v.max_contributions, rng)
+    details["threshold"] = threshold
+    return [key for key, ok in zip(keys, keep) if ok], matrix[keep]
 
 
 def selection_split(v: ValidatedQuery, epsilon: float) -> tuple[float, float]:

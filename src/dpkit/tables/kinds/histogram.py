@@ -75,11 +75,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
             "edge in the last bin",
         }
     keys, matrix = G.dense_matrix(frame, grouping, slots, width)
-    if grouping is not None and grouping.private:
-        keep, _, threshold = G.select_keys(matrix.sum(axis=1), eps_sel, v.delta, k, rng)
-        details["threshold"] = threshold
-        keys = [key for key, ok in zip(keys, keep) if ok]
-        matrix = matrix[keep]
+    keys, matrix = G.keep_selected(v, keys, matrix, eps_sel, rng, details)
     counts = matrix.astype(np.int64)
     values: list[Any] = []
     cis: list[Any] = []

@@ -47,11 +47,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         "domain": v.domain_labels,
         "count_error": k / eps_em * math.log(len(v.domain) / (1 - v.level)),
     }
-    if grouping is not None and grouping.private:
-        keep, _, threshold = G.select_keys(matrix.sum(axis=1), eps_sel, v.delta, k, rng)
-        details["threshold"] = threshold
-        keys = [key for key, ok in zip(keys, keep) if ok]
-        matrix = matrix[keep]
+    keys, matrix = G.keep_selected(v, keys, matrix, eps_sel, rng, details)
     if matrix.shape[0] == 0:
         return G.finish(v, [], [], [], "exponential", details)
     chosen = np.atleast_1d(

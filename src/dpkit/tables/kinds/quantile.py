@@ -58,11 +58,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         "resolution": step,
         "rank_error": Q.em_rank_error(eps_em, sensitivity, grid.size, v.level),
     }
-    if grouping is not None and grouping.private:
-        keep, _, threshold = G.select_keys(matrix.sum(axis=1), eps_sel, v.delta, k, rng)
-        details["threshold"] = threshold
-        keys = [key for key, ok in zip(keys, keep) if ok]
-        matrix = matrix[keep]
+    keys, matrix = G.keep_selected(v, keys, matrix, eps_sel, rng, details)
     if matrix.shape[0] == 0:
         return G.finish(v, [], [], [], _PF, details)
     utilities = Q.quantile_utilities(matrix, q)
