@@ -234,3 +234,62 @@ def test_randomized_response_input_types_map_to_the_declared_categories():
     ) == [1, 0]
     with pytest.raises(DataError):  # 1 is an int answer, not the boolean category True
         M.randomized_response(np.array([1, 0]), epsilon=big, categories=[True, False])
+
+
+def test_selection_resolution_never_depends_on_whether_utilities_happen_to_be_integers() -> None:
+    """Issue 11 class 7: the grid was the unit grid exactly when the data made utilities integral."""
+    from dpkit.mechanisms.selection import _prepare
+
+    integral = [3.0, 7.0, 5.0]
+    fractional = [3.0, 7.5, 5.0]  # a neighbour: one utility moved by half the sensitivity
+    _, den_a, _, _ = _prepare(integral, 1.0, 1.0, False, False)
+    _, den_b, _, _ = _prepare(fractional, 1.0, 1.0, False, False)
+    assert np.array_equal(den_a, den_b)
+    # Declared integral (counts): the unit grid, public, and the same for every dataset.
+    _, den_c, _, _ = _prepare(integral, 1.0, 1.0, False, True)
+    _, den_d, _, _ = _prepare([3.0, 8.0, 5.0], 1.0, 1.0, False, True)
+    assert np.array_equal(den_c, den_d) and den_c[0, 0] < den_a[0, 0]
+    with pytest.raises(InvalidParameterError, match="integer sensitivity"):
+        _prepare(integral, 1.0, 0.5, False, True)
+
+
+@pytest.mark.parametrize(
+    ("sensitivity", "epsilon", "delta"),
+    [
+        (0.0, 1.0, 1e-6),
+        (-1.0, 1.0, 1e-6),
+        (math.nan, 1.0, 1e-6),
+        (1.0, 1.0, 0.0),
+        (1.0, 1.0, math.nan),
+        (1.0, math.inf, 1e-6),
+        (math.inf, 1.0, 1e-6),
+    ],
+)
+def test_analytic_sigma_refuses_invalid_input_instead_of_looping(
+    sensitivity, epsilon, delta
+) -> None:
+    """Issue 11 class 7: sensitivity 0 doubled forever (0 * 2 == 0)."""
+    from dpkit.mechanisms.gaussian import analytic_sigma
+
+    with pytest.raises(InvalidParameterError):
+        analytic_sigma(sensitivity, epsilon, delta)
+    assert analytic_sigma(1.0, 1.0, 5e-324) > analytic_sigma(1.0, 1.0, 1e-6)
+
+
+def test_a_seeded_source_warns_that_it_is_not_private() -> None:
+    from dpkit.errors import PrivacyWarning
+    from dpkit.tables import Session
+
+    with pytest.warns(PrivacyWarning, match="seeded random source"):
+        M.laplace(1.0, sensitivity=1, epsilon=1, rng=3)
+    with pytest.warns(PrivacyWarning, match="seeded random source"):
+        M.geometric(1, sensitivity=1, epsilon=1, rng=np.random.default_rng(3))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        M.laplace(1.0, sensitivity=1, epsilon=1)  # secure randomness: no warning
+    import pandas as pd
+
+    with pytest.warns(PrivacyWarning, match="seeded random source"):
+        Session.from_pandas(pd.DataFrame({"x": [1.0]}), epsilon=1.0, rng=5)

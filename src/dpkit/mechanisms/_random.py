@@ -16,12 +16,13 @@ unbiased bounded-integer routine (the seeded source).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.errors import InvalidParameterError
+from dpkit.errors import InvalidParameterError, PrivacyWarning
 
 # Bounds passed to uniform_below stay below this so that products of a bound by
 # a small loop counter never overflow int64 (see _exact.py).
@@ -91,15 +92,32 @@ class SeededRandom:
 _SECURE = SecureRandom()
 
 
+SEEDED_WARNING = (
+    "a seeded random source makes the noise reproducible: anyone who knows the seed can "
+    "remove it, so releases made with it are not differentially private. Use rng=None "
+    "(the operating system's CSPRNG) for anything you publish; seeds are for tests."
+)
+
+
+def _warn_seeded() -> None:
+    warnings.warn(SEEDED_WARNING, PrivacyWarning, stacklevel=3)
+
+
 def as_source(rng: object = None) -> RandomSource:
-    """Turn the ``rng`` argument every mechanism accepts into a source."""
+    """Turn the ``rng`` argument every mechanism accepts into a source.
+
+    A seed or a NumPy ``Generator`` gives a reproducible source and a
+    :class:`~dpkit.errors.PrivacyWarning` (the test suite filters it by message).
+    """
     if rng is None:
         return _SECURE
     if isinstance(rng, SecureRandom | SeededRandom):
         return rng
     if isinstance(rng, np.random.Generator):
+        _warn_seeded()
         return SeededRandom(rng)
     if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
+        _warn_seeded()
         return SeededRandom(np.random.default_rng(int(rng)))
     if isinstance(rng, RandomSource):
         return rng

@@ -59,13 +59,33 @@ def analytic_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
     return float(first - second)
 
 
+_MAX_DOUBLINGS = 1100  # 2**1100 overflows a double: every reachable sigma is bracketed by then
+
+
 def analytic_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
-    """The smallest sigma for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang)."""
+    """The smallest sigma for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang).
+
+    Inputs are checked first (finite positive sensitivity and epsilon, delta in
+    (0, 1)), and the bracketing search is bounded: a delta so small that no
+    double-precision sigma reaches it is an error, never an endless loop.
+    """
+    sensitivity = check_sensitivity(sensitivity)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta, allow_zero=False)
     hi = sensitivity
-    while analytic_delta(hi, sensitivity, epsilon) > delta:
+    for _ in range(_MAX_DOUBLINGS):
+        if analytic_delta(hi, sensitivity, epsilon) <= delta:
+            break
         hi *= 2.0
+    else:
+        raise InvalidParameterError(
+            f"delta={delta!r} is too small for the Gaussian mechanism in double precision; "
+            "use delta >= 1e-100 (or a pure-epsilon mechanism)."
+        )
     lo = hi / 2.0
-    while analytic_delta(lo, sensitivity, epsilon) <= delta and lo > 1e-12 * sensitivity:
+    for _ in range(_MAX_DOUBLINGS):
+        if not (analytic_delta(lo, sensitivity, epsilon) <= delta and lo > 1e-12 * sensitivity):
+            break
         lo /= 2.0
     sigma = optimize.brentq(
         lambda s: analytic_delta(s, sensitivity, epsilon) - delta, lo, hi, xtol=1e-14 * hi

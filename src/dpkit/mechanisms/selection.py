@@ -17,8 +17,13 @@ neighbours x ~ x' of |u(x, r) - u(x', r)|):
   exponential noise is the same distribution as permute-and-flip (Ding et al.
   2021) and is provided under that name.
 
-Exactness: utilities are rounded to a 2^-k grid (integers stay integers), which
-raises the sensitivity to floor(D/g) + 1 grid steps; epsilon is used as an exact
+Exactness: utilities are rounded to a 2^-k grid, which raises the sensitivity
+to floor(D/g) + 1 grid steps. The grid is chosen from public input only: the
+caller's ``integral=True`` (utilities are integers by construction, e.g.
+counts, and D is an integer) selects the unit grid with no inflation;
+otherwise the grid is 2^(floor(log2 D) - 10) whatever the utilities' values —
+never "integers if they happen to be integral", which would make the
+mechanism's resolution, and so its output distribution, depend on the data; epsilon is used as an exact
 rational (rounded down if its decimal form is very long); every acceptance test
 is an exact Bernoulli(exp(-gamma)) with rational gamma. Subtracting the maximum
 utility keeps gamma >= 0 and finite for utilities in the millions (no overflow).
@@ -61,7 +66,7 @@ def _rational_epsilon(epsilon: float) -> Fraction:
 
 
 def _prepare(
-    utilities: ArrayLike, epsilon: float, sensitivity: float, monotonic: bool
+    utilities: ArrayLike, epsilon: float, sensitivity: float, monotonic: bool, integral: bool
 ) -> tuple[NDArray[np.generic], NDArray[np.generic], NDArray[np.bool_], bool]:
     """Integer gamma numerators/denominators (gamma_r = eps (u_max - u_r) / (c D)) per candidate."""
     eps = _rational_epsilon(check_epsilon(epsilon))
@@ -75,6 +80,12 @@ def _prepare(
         raise InvalidParameterError(
             "utilities must be a non-empty 1-D array (or 2-D: one selection per row)."
         )
+    if not isinstance(integral, bool):
+        raise InvalidParameterError("integral must be True or False.")
+    if integral and not float(sens).is_integer():
+        raise InvalidParameterError(
+            "integral=True needs an integer sensitivity (integer utilities move by integers)."
+        )
     u2 = u.reshape(1, -1) if scalar else u
     if np.isnan(u2).any() or np.isposinf(u2).any():
         raise DataError(
@@ -85,8 +96,7 @@ def _prepare(
         raise InvalidParameterError(
             "every selection needs at least one candidate with finite utility."
         )
-    integral = float(sens).is_integer() and bool(np.all(u2[allowed] == np.round(u2[allowed])))
-    if integral:
+    if integral:  # declared by the caller (public), never inferred from the values
         grid, grid_sens = 1.0, int(sens)
     else:
         grid = math.ldexp(1.0, math.floor(math.log2(sens)) - 10)
@@ -126,6 +136,7 @@ def exponential(
     sensitivity: float,
     rng: object = None,
     monotonic: bool = False,
+    integral: bool = False,
 ) -> Any:
     """Select an index with P(r) proportional to exp(epsilon u_r / (2 sensitivity)).
 
@@ -133,12 +144,15 @@ def exponential(
     ``sensitivity`` between neighbouring datasets (add/remove one row unless
     the caller states otherwise); with ``monotonic=True`` the exponent is
     epsilon u_r / sensitivity, valid when all utilities move in the same
-    direction between neighbours. ``utilities`` 1-D: returns one int; 2-D:
+    direction between neighbours. ``integral=True`` declares that the
+    utilities are integers by construction (counts) and the sensitivity an
+    integer: they are then used on the unit grid, with no inflation (values
+    that are not integers would be rounded, so declare it only when true). ``utilities`` 1-D: returns one int; 2-D:
     one independent selection per row (each row costs epsilon; rows computed
     on disjoint data compose in parallel). Sampled exactly; see module doc.
     """
     source = as_source(rng)
-    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic)
+    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
     rows, n = allowed.shape
     chosen = np.full(rows, -1, dtype=np.int64)
     pending = np.arange(rows)
@@ -168,6 +182,7 @@ def permute_and_flip(
     sensitivity: float,
     rng: object = None,
     monotonic: bool = False,
+    integral: bool = False,
 ) -> Any:
     """Select an index by permute-and-flip (McKenna & Sheldon 2020); epsilon-DP.
 
@@ -178,7 +193,7 @@ def permute_and_flip(
     returned. The best candidate is always accepted, so one pass suffices.
     """
     source = as_source(rng)
-    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic)
+    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
     accept = np.zeros(allowed.shape, dtype=bool)
     idx = np.flatnonzero(allowed.ravel())
     accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
@@ -193,6 +208,7 @@ def report_noisy_max(
     sensitivity: float,
     rng: object = None,
     monotonic: bool = False,
+    integral: bool = False,
 ) -> Any:
     """Report-noisy-max with exponential noise: the same distribution as permute-and-flip.
 
@@ -201,7 +217,12 @@ def report_noisy_max(
     permute-and-flip; dpkit samples it that way (exactly). epsilon-DP.
     """
     return permute_and_flip(
-        utilities, epsilon=epsilon, sensitivity=sensitivity, rng=rng, monotonic=monotonic
+        utilities,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        rng=rng,
+        monotonic=monotonic,
+        integral=integral,
     )
 
 

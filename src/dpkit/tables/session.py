@@ -1035,10 +1035,9 @@ class Session:
 
     @staticmethod
     def _make_rng(rng: object) -> Any:
-        if rng is None or isinstance(rng, np.random.Generator):
-            return rng
-        if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
-            return np.random.default_rng(int(rng))
+        """``None`` (secure), or one seeded source for the whole session (one PrivacyWarning)."""
+        if rng is None:
+            return None
         from dpkit.mechanisms import as_source
 
         return as_source(rng)

@@ -51,7 +51,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     if matrix.shape[0] == 0:
         return G.finish(v, [], [], [], "exponential", details)
     chosen = np.atleast_1d(
-        exponential(matrix, epsilon=eps_em, sensitivity=k, monotonic=True, rng=rng)
+        exponential(matrix, epsilon=eps_em, sensitivity=k, monotonic=True, integral=True, rng=rng)
     )
     labels = [v.domain_labels[i] for i in chosen]
     return G.finish(v, keys, labels, [None] * len(keys), "exponential", details)
