@@ -15,7 +15,7 @@ from typing import Literal
 from dpkit.accounting.budget import Amount, Budget
 from dpkit.accounting.composition import _Rule, _Totals, parallel_composition
 from dpkit.accounting.ledger import Ledger, Level, NewRow, Row, SqliteLedger, open_ledger
-from dpkit.errors import BudgetExceededError, InvalidParameterError
+from dpkit.errors import BudgetExceededError, InvalidParameterError, LedgerCorruptError
 
 Composition = Literal["basic", "zcdp", "tightest"]
 
@@ -175,6 +175,10 @@ class Accountant:
       restart, so a spent budget stays spent. The file records the budget and
       cannot be reopened with another one.
     * ``timeout``: seconds to wait for another process holding the ledger.
+    * ``dataset``: the identity of the dataset the budget guards (a name, or
+      the data file's path). A ledger records it when created and refuses to
+      be opened for another dataset; an old ledger without one records the
+      first identity it is opened with.
     * ``composition``: how charges add up.
 
       - ``"basic"`` (default): Σ ε and Σ δ must fit the budget. Exact, and valid
@@ -210,8 +214,11 @@ class Accountant:
         *,
         timeout: float = 30.0,
         composition: Composition = "basic",
+        dataset: str | None = None,
     ) -> None:
         total = Budget.coerce(budget, "budget")
+        if dataset is not None and (not isinstance(dataset, str) or not dataset):
+            raise InvalidParameterError("dataset must be a non-empty name (e.g. the file's path).")
         if total.epsilon_exact <= 0:
             raise InvalidParameterError(
                 "the budget's epsilon must be > 0; a zero budget allows no release at all."
@@ -229,7 +236,8 @@ class Accountant:
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._state = _State()
-        self._ledger: Ledger = open_ledger(ledger, total, composition, self._timeout)
+        self._ledger: Ledger = open_ledger(ledger, total, composition, self._timeout, dataset)
+        self._dataset = getattr(self._ledger, "dataset", None) or dataset
         try:
             self._sync()
         except BaseException:
@@ -249,7 +257,20 @@ class Accountant:
     # --- state --------------------------------------------------------------------
     def _sync(self) -> None:
         with self._lock:
-            self._state.ingest(self._ledger.read(self._state.last_id))
+            rows = self._ledger.read(self._state.last_id)
+            try:
+                self._state.ingest(rows)
+            except (KeyError, ValueError, TypeError, RecursionError, AssertionError):
+                raise LedgerCorruptError(
+                    f"the privacy ledger {self.ledger_path} holds charges whose scopes do not "
+                    "fit together; it is corrupt. dpkit never repairs a ledger: restore it from "
+                    "a backup."
+                ) from None
+
+    @property
+    def dataset(self) -> str | None:
+        """The identity of the dataset this budget guards (recorded in the ledger), if known."""
+        return self._dataset
 
     @property
     def budget(self) -> Budget:
@@ -310,11 +331,21 @@ class Accountant:
         totals = self._state.root.totals
         spent, left = self._rule.spent(totals), self._rule.remaining(totals)
         rule = "" if self._rule.name == "basic" else f" (composition={self._rule.name!r})"
+        short = [
+            name
+            for name, asked, have in (
+                ("epsilon", cost.epsilon_exact, left.epsilon_exact),
+                ("delta", cost.delta_exact, left.delta_exact),
+            )
+            if asked > have
+        ]
+        which = " and ".join(short) if short else f"the {self._rule.name} composition of both"
         return BudgetExceededError(
-            f"privacy budget exceeded: '{label}'{where} costs {cost}, but only {left} of the "
-            f"budget {self._budget} is left ({spent} spent{rule}). Nothing was charged and "
-            "nothing was released. The budget of a dataset cannot be raised: ask for less "
-            "(a smaller epsilon) or stop.",
+            f"privacy budget exceeded ({which} short): '{label}'{where} costs {cost}, but only "
+            f"{left} of the budget {self._budget} is left ({spent} spent{rule}). Nothing was "
+            "charged and nothing was released. The budget of a dataset cannot be raised: ask "
+            f"for less ({'a smaller ' + which if short else 'a smaller epsilon or delta'}) "
+            "or stop.",
             requested=cost,
             remaining=left,
         )

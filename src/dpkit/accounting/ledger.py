@@ -41,6 +41,8 @@ SCHEMA_VERSION = 1
 _FORMAT = "dpkit-ledger"
 _AMOUNT = re.compile(r"[0-9]+(/[0-9]+)?")
 _COLUMNS = ("id", "label", "epsilon", "delta", "rho", "scope_path", "created_at")
+_MAX_AMOUNT_TEXT = 4000  # Python refuses int() of longer digit strings; no real amount is near it
+_MAX_DEPTH = 64  # parallel scopes nested deeper than this are not something dpkit writes
 
 _SCHEMA = f"""
 PRAGMA application_id = {_APPLICATION_ID};
@@ -168,7 +170,15 @@ class SqliteLedger:
       :class:`~dpkit.errors.LedgerLockedError`; nothing is written.
     * A file that is not a dpkit ledger, fails SQLite's integrity check, has
       the wrong schema or an unreadable or negative amount raises
-      :class:`~dpkit.errors.LedgerCorruptError`. The file is never modified then.
+      :class:`~dpkit.errors.LedgerCorruptError` — whatever SQLite or the parser
+      would have raised (``sqlite3`` errors, ``ValueError`` on a huge number,
+      ``RecursionError`` on a deeply nested scope) is reported as that one
+      error. The file is never modified then.
+    * The file records the identity of the dataset it guards (``dataset``,
+      when given): opening it for another dataset raises
+      :class:`~dpkit.errors.LedgerError` naming both. A ledger made before
+      identities were recorded gets the identity of the first dataset that
+      opens it with one (the only migration: one header row added).
     """
 
     def __init__(
@@ -177,6 +187,7 @@ class SqliteLedger:
         budget: Budget | None,
         composition: str | None,
         timeout: float,
+        dataset: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.timeout = timeout
@@ -189,8 +200,8 @@ class SqliteLedger:
                 raise LedgerError(
                     f"there is no ledger at {self.path}; create one by giving a budget."
                 )
-            self._create(budget, composition)
-        self.budget, self.composition = self._validate()
+            self._create(budget, composition, dataset)
+        self.budget, self.composition, self.dataset = self._validate()
         if budget is not None and not _same_budget(budget, self.budget):
             self.close()
             raise LedgerError(
@@ -204,6 +215,26 @@ class SqliteLedger:
             raise LedgerError(
                 f"the ledger {self.path} uses composition={self.composition!r}, not "
                 f"{composition!r}; a ledger keeps the rule it was created with."
+            )
+        if dataset is not None:
+            self._claim(dataset)
+
+    def _claim(self, dataset: str) -> None:
+        """Check (or, for an old ledger without one, record) the dataset this ledger guards."""
+        if self.dataset is None:
+            with self._guarded(), self._transaction("BEGIN IMMEDIATE") as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'dataset'").fetchone()
+                if row is None:
+                    conn.execute("INSERT INTO meta(key, value) VALUES ('dataset', ?)", (dataset,))
+                    self.dataset = dataset
+                else:
+                    self.dataset = str(row[0])
+        if self.dataset != dataset:
+            self.close()
+            raise LedgerError(
+                f"the ledger {self.path} guards the dataset {self.dataset!r}, not {dataset!r}. "
+                "One ledger records the spending on one dataset; use the ledger made for this "
+                "dataset, or a new ledger file."
             )
 
     # --- errors -------------------------------------------------------------------
@@ -231,6 +262,15 @@ class SqliteLedger:
             if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
                 raise self._corrupt(f"SQLite reports: {err}") from None
             raise LedgerError(f"the ledger {self.path} cannot be used: {err}.") from None
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """Whatever reading the file raises becomes one of dpkit's ledger errors."""
+        try:
+            with self._translate():
+                yield
+        except (ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError):
+            raise self._corrupt("its contents cannot be read") from None
 
     # --- connection ---------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -274,7 +314,7 @@ class SqliteLedger:
                 raise
 
     # --- creation and validation --------------------------------------------------
-    def _create(self, budget: Budget, composition: str) -> None:
+    def _create(self, budget: Budget, composition: str, dataset: str | None) -> None:
         """Create the file atomically: build it aside, then hard-link it into place.
 
         ``os.link`` fails if the path exists, so two processes creating the same
@@ -306,6 +346,8 @@ class SqliteLedger:
                     "composition": composition,
                     "created_at": datetime.now(UTC).isoformat(),
                 }
+                if dataset is not None:
+                    meta["dataset"] = dataset
                 conn.execute("BEGIN")
                 conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
                 conn.execute("COMMIT")
@@ -325,8 +367,8 @@ class SqliteLedger:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
-    def _validate(self) -> tuple[Budget, str]:
-        with self._transaction("BEGIN") as conn:
+    def _validate(self) -> tuple[Budget, str, str | None]:
+        with self._guarded(), self._transaction("BEGIN") as conn:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if app_id != _APPLICATION_ID:
@@ -359,11 +401,17 @@ class SqliteLedger:
             raise self._corrupt("its header is incomplete") from None
         if delta >= 1 or eps == 0:
             raise self._corrupt("the recorded budget is out of range")
-        return Budget._of(eps, delta, rho), composition
+        dataset = meta.get("dataset")
+        if dataset is not None and not isinstance(dataset, str):
+            raise self._corrupt("its dataset identity is not text")
+        with self._guarded():
+            return Budget._of(eps, delta, rho), composition, dataset
 
     def _amount(self, text: object, what: str) -> Fraction:
         if not isinstance(text, str) or not _AMOUNT.fullmatch(text):
             raise self._corrupt(f"{what} is not a non-negative fraction")
+        if len(text) > _MAX_AMOUNT_TEXT:
+            raise self._corrupt(f"{what} is implausibly long")
         _, _, denominator = text.partition("/")
         if denominator and int(denominator) == 0:
             raise self._corrupt(f"{what} has a zero denominator")
@@ -385,26 +433,31 @@ class SqliteLedger:
         try:
             levels = json.loads(path_text) if isinstance(path_text, str) else None
             path = tuple(_level(x) for x in levels) if isinstance(levels, list) else None
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, RecursionError):
+            path = None
+        if path is not None and len(path) > _MAX_DEPTH:
             path = None
         if path is None:
             raise self._corrupt(f"the scope of {where} is unreadable")
         return Row(row_id, label, Budget._of(e, d, r), path, float(created))
 
     def read(self, after: int) -> list[Row]:
-        with self._transaction("BEGIN") as conn:
-            raw = conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
-            ).fetchall()
-        return [self._parse(tuple(r)) for r in raw]
+        with self._guarded():
+            with self._transaction("BEGIN") as conn:
+                raw = conn.execute(
+                    f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
+                ).fetchall()
+            return [self._parse(tuple(r)) for r in raw]
 
     @contextlib.contextmanager
     def write(self, after: int) -> Iterator[Transaction]:
         with self._transaction("BEGIN IMMEDIATE") as conn:
-            raw = conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
-            ).fetchall()
-            yield _SqliteTransaction(self, conn, [self._parse(tuple(r)) for r in raw])
+            with self._guarded():
+                raw = conn.execute(
+                    f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
+                ).fetchall()
+                rows = [self._parse(tuple(r)) for r in raw]
+            yield _SqliteTransaction(self, conn, rows)
 
 
 def _level(x: object) -> Level:
@@ -459,7 +512,11 @@ def _same_budget(a: Budget, b: Budget) -> bool:
 
 
 def open_ledger(
-    ledger: str | os.PathLike[str] | None, budget: Budget, composition: str, timeout: float
+    ledger: str | os.PathLike[str] | None,
+    budget: Budget,
+    composition: str,
+    timeout: float,
+    dataset: str | None = None,
 ) -> Ledger:
     """A MemoryLedger for None, else the SQLite ledger at that path (created if absent)."""
     if ledger is None:
@@ -468,4 +525,4 @@ def open_ledger(
         raise InvalidParameterError(
             f"ledger must be a file path or None, got an object of type {type(ledger).__name__}."
         )
-    return SqliteLedger(ledger, budget, composition, timeout)
+    return SqliteLedger(ledger, budget, composition, timeout, dataset)

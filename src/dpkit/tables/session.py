@@ -288,6 +288,8 @@ class Session:
 
         con = connect()
         rel = _guard_read(lambda: con.read_parquet(str(path)), "Parquet file")
+        if Path(path).is_file():
+            options.setdefault("dataset", str(Path(path).resolve()))
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
             epsilon=epsilon,
@@ -1044,11 +1046,7 @@ class Session:
 
 
 def _new_accountant(budget: Budget, ledger: str | PathLike[str] | None, dataset: str | None) -> Any:
-    """A session's own accountant, recording the dataset's identity when the ledger supports it."""
-    import inspect
-
+    """A session's own accountant; its ledger records (and checks) the dataset's identity."""
     from dpkit.accounting import Accountant
 
-    if dataset is not None and "dataset" in inspect.signature(Accountant).parameters:
-        return Accountant(budget, ledger=ledger, dataset=dataset)  # type: ignore[call-arg]
-    return Accountant(budget, ledger=ledger)
+    return Accountant(budget, ledger=ledger, dataset=dataset)
