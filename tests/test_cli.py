@@ -31,7 +31,8 @@ def test_histogram_command(tmp_path):
     result = runner.invoke(
         app,
         ["histogram", str(path), "age", "--method", "laplace", "--epsilon", "1",
-         "--bounds", "0", "80", "--width", "10", "--plot", str(out), "--seed", "3"],
+         "--bounds", "0", "80", "--width", "10", "--plot", str(out), "--seed", "3",
+         "--budget", "5"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert out.stat().st_size > 1000
@@ -98,11 +99,20 @@ def test_walkthrough_titanic_on_a_generated_file(tmp_path):
         ["walkthrough", "titanic", "--data", str(tmp_path / "titanic.csv"), "--splits", "1"],
         env={"COLUMNS": "160"},
     )
+    assert result.exit_code == 2 and "--public-data" in result.output
+    result = runner.invoke(
+        app,
+        ["walkthrough", "titanic", "--data", str(tmp_path / "titanic.csv"), "--splits", "1",
+         "--public-data"],
+        env={"COLUMNS": "160"},
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "first 20 passengers" in result.output
 
 
 def test_walkthrough_titanic_missing_file_is_a_clear_error(tmp_path):
-    result = runner.invoke(app, ["walkthrough", "titanic", "--data", str(tmp_path / "nope.csv")])
+    result = runner.invoke(
+        app, ["walkthrough", "titanic", "--data", str(tmp_path / "nope.csv"), "--public-data"]
+    )
     assert result.exit_code == 2
     assert "Traceback" not in result.output

@@ -35,6 +35,11 @@ def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
     return value
 
 
+#: Bytes one release may allocate for arrays whose size the analyst chooses (bins, grids,
+#: keys); checked before anything is charged, so no request runs out of memory after it.
+MEMORY_CEILING = 2 * 2**30
+
+
 def check_delta(delta: object, name: str = "delta", *, allow_zero: bool = True) -> float:
     """Return delta as a float after checking 0 <= delta < 1 (or 0 < delta < 1)."""
     if not _is_real_scalar(delta):

@@ -91,8 +91,14 @@ def histogram(
     seed: int | None = typer.Option(
         None, help="Seed for reproducible noise (tests only; never publish)."
     ),
+    ledger: Path | None = typer.Option(
+        None, help="Ledger that records spending (default: the file's own, see docs)."
+    ),
+    budget: float | None = typer.Option(
+        None, help="Total ε of this dataset, given once to create its ledger."
+    ),
 ) -> None:
-    """Publish a DP histogram of a CSV column over public bins."""
+    """Publish a DP histogram of a CSV column over public bins (paid from the file's ledger)."""
     from dpkit.histograms._cli import histogram_command
 
     parsed_edges = None
@@ -120,6 +126,8 @@ def histogram(
         sampler=sampler,
         plot=plot,
         seed=seed,
+        ledger=ledger,
+        budget=budget,
     )
 
 
@@ -180,9 +188,17 @@ def query(
     domain: list[str] | None = typer.Option(None, "--domain", help="Public category (repeatable)."),
     delta: float = typer.Option(0.0, help="δ this query spends (only with --keys private)."),
     budget: float | None = typer.Option(
-        None, help="Total ε of the session/ledger (default: the ledger's, else --epsilon)."
+        None, help="Total ε of this dataset, given once to create its ledger."
     ),
-    ledger: Path | None = typer.Option(None, help="Ledger file that persists spending."),
+    budget_delta: float | None = typer.Option(
+        None, "--budget-delta", help="Total δ of this dataset (with --budget, when creating)."
+    ),
+    ledger: Path | None = typer.Option(
+        None, help="Ledger that records spending (default: the file's own, see docs)."
+    ),
+    types: list[str] | None = typer.Option(
+        None, "--type", help="Declared column type COLUMN=TYPE (repeatable), e.g. age=DOUBLE."
+    ),
     privacy_unit: str | None = typer.Option(None, "--privacy-unit", help="Person-id column."),
     max_contributions: int = typer.Option(1, "--max-contributions", help="Rows kept per person."),
     level: float = typer.Option(0.95, help="Confidence level of the intervals."),
@@ -195,8 +211,8 @@ def query(
         query_command(
             table, query, column, epsilon=epsilon, bounds=bounds, schema=schema, group_by=group_by,
             keys=keys, where=where, q=q, bins=bins, domain=domain, delta=delta, budget=budget,
-            ledger=ledger, privacy_unit=privacy_unit, max_contributions=max_contributions,
-            level=level, as_json=as_json,
+            budget_delta=budget_delta, ledger=ledger, privacy_unit=privacy_unit,
+            max_contributions=max_contributions, level=level, as_json=as_json, types=types,
         )
     )  # fmt: skip
 
@@ -223,10 +239,16 @@ def reproduce_regression_paper(
     folds: int = typer.Option(10, help="Cross-validation folds (the paper: 10, no shuffling)."),
     seed: int = typer.Option(0, help="Seed of the noise (reproducible; never publish)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    public_data: bool = typer.Option(
+        False, "--public-data", help="State that the data is public (the output is not DP)."
+    ),
 ) -> None:
     """Document 001 (DP regression trees and forests): Table 3 and Figures 1-2, beside dpkit's methods."""
+    from dpkit._cli_budget import require_public_data
     from dpkit.reproduce._cli import reproduce_regression_paper as run
 
+    if data is not None or not quick:  # --quick alone runs on generated data
+        require_public_data(public_data, "dpkit reproduce regression-paper")
     # With no --data the function looks for ../shared/data itself (or generates data with --quick).
     raise typer.Exit(run(data, out, quick, epsilon, folds, seed, progress))
 
@@ -257,10 +279,15 @@ def walkthrough_titanic(
     seed: int | None = typer.Option(
         0, help="Seed of the splits and the noise (reproducible; never publish)."
     ),
+    public_data: bool = typer.Option(
+        False, "--public-data", help="State that the data is public (the output is not DP)."
+    ),
 ) -> None:
     """Document 000's ID3-on-Titanic walk-through, then accuracy of every DP tree."""
+    from dpkit._cli_budget import require_public_data
     from dpkit.walkthroughs.titanic import run
 
+    require_public_data(public_data, "dpkit walkthrough titanic")
     path = data or _default_data("titanic.csv")
     if path is None:
         raise dpkit.InvalidParameterError("titanic.csv not found: pass --data PATH.")

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from dpkit import histograms
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import InvalidParameterError
 from dpkit.histograms._cli import bin_counts, histogram_command, unit_edges
 from dpkit.histograms.plot import plot_comparison, plot_histogram, save
 
@@ -60,6 +60,7 @@ def test_every_method_runs_end_to_end(table: Path, tmp_path: Path, method: str) 
         plot=out,
         seed=1,
         console=console,
+        budget=10.0,
     )
     assert h.n_units == 20 and h.edges[0] == 0 and h.edges[-1] == 100
     assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
@@ -73,8 +74,6 @@ def test_command_errors(table: Path) -> None:
     console = Console(record=True)
     with pytest.raises(InvalidParameterError, match="not in"):
         histogram_command(table, "height", "laplace", 1.0, bounds=(0, 1), units=2, console=console)
-    with pytest.raises(DataError, match="not numeric"):
-        histogram_command(table, "name", "laplace", 1.0, bounds=(0, 1), units=2, console=console)
     with pytest.raises(InvalidParameterError, match="max-count"):
         histogram_command(
             table, "age", "structure-first", 1.0, bounds=(0, 100), units=10, console=console
@@ -85,6 +84,30 @@ def test_command_errors(table: Path) -> None:
         histogram_command(
             table.with_name("nope.csv"), "age", "laplace", 1.0, bounds=(0, 1), units=2
         )
+    with pytest.raises(InvalidParameterError, match="--budget"):
+        histogram_command(table, "age", "laplace", 1.0, bounds=(0, 100), units=10)
+
+
+def test_text_entries_are_missing_values_not_a_failure(table: Path) -> None:
+    """A text column is read entry by entry (TRY_CAST): nothing about it can fail after the charge."""
+    h = histogram_command(
+        table, "name", "laplace", 1.0, bounds=(0, 1), units=2, budget=5.0, seed=1,
+        console=Console(record=True),
+    )  # fmt: skip
+    assert h.n_units == 2
+
+
+def test_a_histogram_too_big_for_memory_is_refused_before_anything_is_spent(table: Path) -> None:
+    """Issue 11 D: --width 0.001 used to allocate tens of GiB for the partition tables."""
+    from dpkit._cli_budget import default_ledger
+
+    with pytest.raises(InvalidParameterError, match="GiB"):
+        histogram_command(
+            table, "age", "noise-first", 1.0, bounds=(0, 100), width=0.001, budget=5.0
+        )
+    assert not default_ledger(table).exists()  # refused before the ledger was even opened
+    with pytest.raises(InvalidParameterError, match="unit bins"):
+        histogram_command(table, "age", "laplace", 1.0, bounds=(0, 100), units=10**9, budget=5.0)
 
 
 def test_plots_render(tmp_path: Path) -> None:

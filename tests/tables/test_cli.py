@@ -24,6 +24,8 @@ def csv(people: pd.DataFrame, tmp_path: Path) -> Path:
 
 def run(*args: object, **kwargs: object) -> tuple[int, str]:
     buffer = io.StringIO()
+    kwargs.setdefault("budget", 100.0)  # creates the file's default ledger on first use
+    kwargs.setdefault("budget_delta", 1e-3)
     code = query_command(*args, console=Console(file=buffer, width=120), **kwargs)  # type: ignore[arg-type]
     return code, buffer.getvalue()
 
@@ -43,7 +45,7 @@ def test_json_group_by_mean(csv: Path) -> None:
     assert code == 0
     payload = json.loads(out)
     assert [r["group"]["district"] for r in payload["results"]] == ["A", "B", "Z"]
-    assert payload["epsilon"] == 0.5 and payload["remaining"]["epsilon"] == 0.0
+    assert payload["epsilon"] == 0.5 and payload["remaining"]["epsilon"] == 99.5
     for r in payload["results"]:
         assert r["ci"][0] <= r["value"] <= r["ci"][1]
 
@@ -64,10 +66,28 @@ def test_table_output_and_schema_file(csv: Path, tmp_path: Path) -> None:
 def test_ledger_persists_between_invocations(csv: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "l.ledger"
     assert run(csv, "count", None, epsilon=0.4, budget=1.0, ledger=ledger)[0] == 0
-    code, out = run(csv, "count", None, epsilon=0.4, ledger=ledger, as_json=True)
+    later = {"budget": None, "budget_delta": None}  # the ledger already records the budget
+    code, out = run(csv, "count", None, epsilon=0.4, ledger=ledger, as_json=True, **later)
     assert code == 0 and json.loads(out)["remaining"]["epsilon"] == pytest.approx(0.2)
-    code, out = run(csv, "count", None, epsilon=0.4, ledger=ledger)
-    assert code == 1 and "BudgetExceededError" in out
+    code, out = run(csv, "count", None, epsilon=0.4, ledger=ledger, **later)
+    assert code == 1 and "BudgetExceededError" in out and "epsilon short" in out
+
+
+def test_a_file_without_a_ledger_needs_an_explicit_budget(csv: Path, tmp_path: Path) -> None:
+    """Issue 11 D: no CLI verb runs on an unlimited budget by accident."""
+    code, out = run(csv, "count", None, epsilon=0.4, budget=None, budget_delta=None)
+    assert code == 1 and "--budget" in out and "no ledger yet" in out
+    assert run(csv, "count", None, epsilon=0.4, budget=1.0, budget_delta=None)[0] == 0
+    # The file's default ledger now holds its budget: later commands spend from it.
+    code, out = run(csv, "count", None, epsilon=0.4, budget=None, as_json=True)
+    assert code == 0 and json.loads(out)["remaining"]["epsilon"] == pytest.approx(0.2)
+    code, out = run(csv, "count", None, epsilon=0.1, budget=5.0, budget_delta=None)
+    assert code == 1 and "already holds the budget" in out
+    other = tmp_path / "copy.csv"
+    other.write_bytes(csv.read_bytes())
+    ledger = next(iter(Path(__import__("os").environ["DPKIT_LEDGER_DIR"]).glob("*.ledger")))
+    code, out = run(other, "count", None, epsilon=0.1, ledger=ledger, budget=None)
+    assert code == 1 and "guards the dataset" in out
 
 
 @pytest.mark.parametrize(

@@ -326,3 +326,21 @@ def test_columns_of_other_types_cannot_be_grouped() -> None:
     with pytest.raises(InvalidParameterError, match="cannot be grouped"):
         s.count(epsilon=0.5, group_by="l", keys="private", delta=1e-6)
     assert s.spent.epsilon == 0
+
+
+def test_a_text_entry_in_a_coerced_csv_column_never_fails_after_the_charge(tmp_path) -> None:
+    """DuckDB 2.0 pushed TRY_CAST into the CSV reader as a strict cast (quoting the entry)."""
+    outcomes = []
+    for extra in ("", "9,not-a-number\n"):
+        path = tmp_path / f"t{len(extra)}.csv"
+        path.write_text("uid,x\n1,3.5\n2,4.5\n" + extra, encoding="utf-8")
+        s = Session.from_csv(
+            path,
+            epsilon=10.0,
+            rng=0,
+            infer_types=False,
+            schema={"columns": {"x": {"coerce": True}}},
+        )
+        r = s.mean("x", bounds=(0, 10), epsilon=1.0)
+        outcomes.append((type(r).__name__, r.details["epsilon_split"], s.spent))
+    assert outcomes[0] == outcomes[1]

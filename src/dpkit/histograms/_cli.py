@@ -17,14 +17,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit._checks import MEMORY_CEILING
+from dpkit._cli_budget import open_cli_accountant
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.histograms._published import PublishedHistogram
 
 METHODS = ("laplace", "hierarchical", "noise-first", "structure-first")
-_NUMERIC_TYPES = (
-    "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
-    "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE", "REAL",
-)  # fmt: skip
+#: Unit bins the command accepts; the optimal-partition methods need less (see ``memory_needed``).
+MAX_UNIT_BINS = 100_000
 
 
 def unit_edges(
@@ -65,20 +66,24 @@ def unit_edges(
     if units is not None:
         if isinstance(units, bool) or not isinstance(units, int) or units < 1:
             raise InvalidParameterError("--units must be an integer >= 1.")
+        if units > MAX_UNIT_BINS:
+            raise InvalidParameterError(
+                f"--units asks for more than {MAX_UNIT_BINS:,} unit bins; use fewer."
+            )
         return np.linspace(lo, hi, units + 1)
     assert width is not None
     if not math.isfinite(width) or width <= 0:
         raise InvalidParameterError("--width must be a finite number > 0.")
     count = math.ceil((hi - lo) / width - 1e-9)
-    if count > 100_000:
+    if count > MAX_UNIT_BINS:
         raise InvalidParameterError(
-            "--width gives more than 100,000 unit bins; use a larger width."
+            f"--width gives more than {MAX_UNIT_BINS:,} unit bins; use a larger width."
         )
     return lo + width * np.arange(count + 1, dtype=np.float64)
 
 
-def read_column(table: Path, column: str) -> NDArray[np.float64]:
-    """The numeric column of a CSV file as floats, missing values dropped (via DuckDB)."""
+def check_column(table: Path, column: str) -> None:
+    """The column must be in the file's header (public metadata); nothing else is read."""
     import duckdb
 
     path = Path(table)
@@ -86,27 +91,55 @@ def read_column(table: Path, column: str) -> NDArray[np.float64]:
         raise InvalidParameterError(f"table {str(path)!r} is not a readable file.")
     con = duckdb.connect()
     try:
-        schema = con.execute("DESCRIBE SELECT * FROM read_csv_auto(?)", [str(path)]).fetchall()
-        types = {str(row[0]): str(row[1]).upper() for row in schema}
-        if column not in types:
-            raise InvalidParameterError(
-                f"column {column!r} is not in {path.name}; its columns are {', '.join(types)}."
-            )
-        kind = types[column]
-        if not (kind in _NUMERIC_TYPES or kind.startswith("DECIMAL")):
-            raise DataError(
-                f"column {column!r} is not numeric (DuckDB reads it as {kind}); "
-                "histograms need a numeric column."
-            )
-        quoted = '"' + column.replace('"', '""') + '"'
-        result = con.execute(
-            f"SELECT CAST({quoted} AS DOUBLE) AS v FROM read_csv_auto(?) WHERE {quoted} IS NOT NULL",
-            [str(path)],
-        ).fetchnumpy()
+        names = [str(r[0]) for r in con.execute(
+            "DESCRIBE SELECT * FROM read_csv(?, all_varchar = true)", [str(path)]
+        ).fetchall()]
+    except duckdb.Error:
+        raise DataError(f"{path.name} cannot be read as CSV; check the file.") from None
     finally:
         con.close()
-    values = np.asarray(result["v"], dtype=np.float64)
-    return values[np.isfinite(values)]
+    if column not in names:
+        raise InvalidParameterError(
+            f"column {column!r} is not in {path.name}; its columns are {', '.join(names)}."
+        )
+
+
+def read_column(table: Path, column: str) -> NDArray[np.float64]:
+    """The column of a CSV file as floats; entries that are not finite numbers are dropped.
+
+    The file is read as text and each entry converted on its own (``TRY_CAST``):
+    no type is inferred from the data, and no entry can make the read fail.
+    Call it only after the release is paid for (:func:`histogram_command` does).
+    """
+    import duckdb
+    import pandas as pd
+
+    quoted = '"' + column.replace('"', '""') + '"'
+    con = duckdb.connect()
+    try:
+        text = con.execute(
+            f"SELECT {quoted} AS v FROM read_csv(?, all_varchar = true)", [str(table)]
+        ).fetchnumpy()["v"]
+    finally:
+        con.close()
+    values = pd.to_numeric(pd.Series(np.asarray(text, dtype=object)), errors="coerce")
+    arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return arr[np.isfinite(arr)]
+
+
+def memory_needed(method: str, n_units: int, n_bins: int | None) -> int:
+    """Bytes the publisher allocates for ``n_units`` unit bins (an upper estimate).
+
+    The optimal-partition methods build (n+1)² interval-cost tables, so a
+    histogram of 100,000 unit bins would ask for tens of GiB; this is checked
+    against :data:`dpkit._checks.MEMORY_CEILING` before anything is charged.
+    """
+    name = method.replace("_", "-").lower()
+    n = n_units + 1
+    if name in ("noise-first", "structure-first"):
+        k = n_units if n_bins is None else n_bins
+        return 24 * n * n + 24 * (k + 1) * n
+    return 256 * n
 
 
 def bin_counts(values: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -241,12 +274,19 @@ def histogram_command(
     seed: int | None = None,
     accountant: Any = None,
     console: Any = None,
+    ledger: Path | None = None,
+    budget: float | None = None,
+    budget_delta: float | None = None,
 ) -> PublishedHistogram:
     """Publish a DP histogram of ``column`` in the CSV ``table``; print it; optionally plot it.
 
     Privacy: epsilon-DP (add/remove one row), as the chosen publisher states;
     the unit bins are built from the public ``bounds``/``units``/``width`` or
-    ``edges`` only. ``seed`` makes the noise reproducible and must not be used
+    ``edges`` only. Order: every parameter (and the memory the method would
+    need) is checked, the column is looked up in the header, the release is
+    charged to ``accountant`` (else the file's ledger, see
+    :mod:`dpkit._cli_budget`), and only then is the column read — as text,
+    each entry converted on its own, so no entry can make it fail. ``seed`` makes the noise reproducible and must not be used
     for real releases (None = secure randomness).
     """
     from rich.console import Console
@@ -265,22 +305,36 @@ def histogram_command(
             "structure-first needs --max-count F, a public upper bound on any unit count "
             "(e.g. the table's known maximum size), or --statistic median."
         )
-    values = read_column(table, column)
-    counts = bin_counts(values, grid)
-    histogram = publish(
-        counts,
-        name,
-        epsilon,
-        edges=grid,
-        n_bins=n_bins,
-        max_count=max_count,
-        statistic=statistic,
-        branching=branching,
-        selection=selection,
-        sampler=sampler,
-        rng=seed,
-        accountant=accountant,
+    need = memory_needed(name, grid.size - 1, n_bins)
+    if need > MEMORY_CEILING:
+        raise InvalidParameterError(
+            f"{name} over {grid.size - 1:,} unit bins would allocate about {need / 2**30:.0f} GiB "
+            f"(the ceiling is {MEMORY_CEILING / 2**30:.0f} GiB); use wider unit bins, or "
+            "--method laplace / hierarchical, which need little memory."
+        )
+    check_column(table, column)
+    payer = as_accountant(accountant) if accountant is not None else open_cli_accountant(
+        Path(table), ledger, budget, budget_delta
     )
+
+    def release() -> PublishedHistogram:
+        counts = bin_counts(read_column(table, column), grid)
+        return publish(
+            counts,
+            name,
+            epsilon,
+            edges=grid,
+            n_bins=n_bins,
+            max_count=max_count,
+            statistic=statistic,
+            branching=branching,
+            selection=selection,
+            sampler=sampler,
+            rng=seed,
+        )
+
+    label = f"histogram({column}, {name}, {grid.size - 1} unit bins)"
+    histogram = charge_and_run(payer, Budget(epsilon), label, release)
     out.print(render_table(histogram, column))
     if plot is not None:
         fig = plot_histogram(histogram, xlabel=column)

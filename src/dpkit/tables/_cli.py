@@ -6,9 +6,11 @@ one query through a :class:`~dpkit.tables.Session` and prints the answers with
 their confidence intervals as a Rich table, or as JSON with ``as_json``.
 
 Bounds, domains and keys come from the command line or a schema file, never
-from the data. With ``ledger``, spending persists across invocations: the
-ledger's total budget is ``budget`` (default: what the file already records,
-or this query's epsilon for a new file).
+from the data. Every query pays from a ledger (``--ledger``, or the file's
+default ledger), created once with an explicit ``--budget``: see
+:mod:`dpkit._cli_budget` for the policy. Column types can be declared with
+``--type COLUMN=TYPE``; undeclared ones are inferred from the file, with a
+``PrivacyWarning``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from dpkit._cli_budget import open_cli_accountant
 from dpkit.errors import DPKitError, InvalidParameterError
 from dpkit.release import Release
 from dpkit.tables.filters import parse_where_text
@@ -57,6 +60,7 @@ def query_command(
     level: float = 0.95,
     as_json: bool = False,
     console: Console | None = None,
+    types: Sequence[str] | None = None,
 ) -> int:
     """Run one private query on ``table`` and print it; return the exit code.
 
@@ -77,8 +81,10 @@ def query_command(
         bins: number of equal-width histogram bins over ``bounds``.
         domain: public categories for ``mode`` / ``histogram``.
         delta: δ this query spends (only with private keys).
-        budget, budget_delta: the session's total budget (see module doc).
-        ledger: a ledger file that persists spending.
+        budget, budget_delta: the dataset's total budget, needed once, when its
+            ledger is created (see module doc).
+        ledger: the ledger file that records spending (default: the file's own).
+        types: declared column types, ``COLUMN=DUCKDB_TYPE``.
         privacy_unit, max_contributions: per-person privacy (see Session).
         level: confidence level of the intervals.
         as_json: print JSON instead of a table.
@@ -108,6 +114,7 @@ def query_command(
             privacy_unit=privacy_unit,
             max_contributions=max_contributions,
             level=level,
+            types=types,
         )
     except DPKitError as err:
         if as_json:
@@ -144,6 +151,7 @@ def _run(
     privacy_unit: str | None,
     max_contributions: int,
     level: float,
+    types: Sequence[str] | None = None,
 ) -> tuple[Release | GroupedRelease, Session]:
     if query not in QUERY_KINDS:
         raise InvalidParameterError(
@@ -152,11 +160,9 @@ def _run(
     path = Path(table)
     if not path.is_file():
         raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
-    total_eps, total_delta = _budget(epsilon, delta, budget, budget_delta, ledger)
+    accountant = open_cli_accountant(path, ledger, budget, budget_delta)
     options: dict[str, Any] = dict(
-        epsilon=total_eps,
-        delta=total_delta,
-        ledger=ledger,
+        accountant=accountant,
         schema=schema,
         privacy_unit=privacy_unit,
         max_contributions=max_contributions,
@@ -165,7 +171,7 @@ def _run(
     if path.suffix.lower() == ".parquet":
         session = Session.from_parquet(path, **options)
     else:
-        session = Session.from_csv(path, **options)
+        session = Session.from_csv(path, types=_types(types), **options)
     kinds = session.column_kinds
     params: dict[str, Any] = {"epsilon": epsilon}
     if where:
@@ -207,21 +213,17 @@ def _run(
     return result, session
 
 
-def _budget(
-    epsilon: float,
-    delta: float,
-    budget: float | None,
-    budget_delta: float | None,
-    ledger: Path | None,
-) -> tuple[float, float]:
-    if budget is not None:
-        return budget, delta if budget_delta is None else budget_delta
-    if ledger is not None and Path(ledger).exists():
-        from dpkit.accounting import Accountant
-
-        with Accountant.from_ledger(ledger) as stored:
-            return stored.budget.epsilon, stored.budget.delta
-    return epsilon, delta if budget_delta is None else budget_delta
+def _types(items: Sequence[str] | None) -> dict[str, str] | None:
+    """``["age=DOUBLE", "day=DATE"]`` as a mapping (declared column types)."""
+    if not items:
+        return None
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, type_name = item.partition("=")
+        if not sep or not name or not type_name:
+            raise InvalidParameterError("--type takes COLUMN=TYPE, e.g. --type age=DOUBLE.")
+        out[name] = type_name
+    return out
 
 
 def _convert(raw: str, column: str, kind: str) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dpkit._checks import check_bounds, check_delta, check_epsilon, check_level
+from dpkit._checks import MEMORY_CEILING, check_bounds, check_delta, check_epsilon, check_level
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import COMPARISONS, ColumnKind, Condition, Rows, Value
@@ -52,8 +52,6 @@ __all__ = [
 #: ``histogram(method=...)`` values delegated to :mod:`dpkit.histograms`.
 HISTOGRAM_METHODS = ("laplace", "hierarchical", "noise_first", "structure_first")
 
-#: Bytes a query may allocate for its dense per-group arrays (keys × grid, bins, domain).
-MEMORY_CEILING = 2 * 2**30
 
 #: Rows per group for which sums are exact and cannot overflow (the documented limit).
 MAX_ROWS_PER_GROUP = 2**32

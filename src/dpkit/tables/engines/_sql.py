@@ -73,7 +73,10 @@ def value_sql(value: Value, clip: bool = True) -> tuple[str, str | None]:
     """
     col = quote(value.column)
     if value.numeric:
-        x = f"TRY_CAST({col} AS DOUBLE)" if value.coerce else f"CAST({col} AS DOUBLE)"
+        # concat(col, '') keeps the TRY_CAST in the query: DuckDB 2.0's type_pushdown
+        # would otherwise turn a TRY_CAST over a CSV scan into a strict conversion in the
+        # reader, failing (and quoting the entry) when some row holds text.
+        x = f"TRY_CAST(concat({col}, '') AS DOUBLE)" if value.coerce else f"CAST({col} AS DOUBLE)"
         if value.bounds is not None:
             w_lo, w_hi = (literal(b) for b in Q.valid_range(value.bounds))
             # NaN sorts above every number in DuckDB, so BETWEEN rejects it as well.

@@ -1,0 +1,96 @@
+"""The command line's budget policy: no verb that reads data runs on an unlimited budget.
+
+Every CLI verb that *releases* something about a data file (``dpkit query``,
+``dpkit histogram``) pays from a ledger:
+
+* ``--ledger FILE`` names it; without one, the dataset's **default ledger** is
+  used: ``<stem>-<hash>.ledger`` in ``$DPKIT_LEDGER_DIR`` (default
+  ``$XDG_DATA_HOME/dpkit/ledgers``, i.e. ``~/.local/share/dpkit/ledgers``),
+  one per data file (keyed by its resolved path), so repeated invocations on
+  the same file spend one budget, for good;
+* a ledger that does not exist yet is created only with an explicit total
+  budget, ``--budget EPSILON`` (and ``--budget-delta DELTA`` for queries that
+  spend δ); without it the verb refuses, before reading anything, and says how
+  to proceed — the budget of a dataset is a decision, never a default;
+* the ledger records the dataset it guards and refuses another one.
+
+Verbs that *evaluate* methods (``dpkit walkthrough``, ``dpkit reproduce``)
+print held-out accuracy and use seeded noise: their output is not
+differentially private whatever the budget, so no ledger could make it so.
+They refuse to run unless ``--public-data`` states that the file is public
+(e.g. the benchmark datasets they were written for).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from dpkit.accounting import Accountant, Budget
+from dpkit.errors import InvalidParameterError, LedgerError
+
+__all__ = ["default_ledger", "ledger_directory", "open_cli_accountant", "require_public_data"]
+
+
+def ledger_directory() -> Path:
+    """Where default ledgers live: ``$DPKIT_LEDGER_DIR``, else the user's data directory."""
+    explicit = os.environ.get("DPKIT_LEDGER_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dpkit" / "ledgers"
+
+
+def dataset_identity(table: Path) -> str:
+    """A data file's identity: its resolved path (what its ledger records)."""
+    return str(Path(table).resolve())
+
+
+def default_ledger(table: Path) -> Path:
+    """The default ledger of a data file: one per resolved path."""
+    identity = dataset_identity(table)
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:12]
+    return ledger_directory() / f"{Path(table).stem}-{digest}.ledger"
+
+
+def open_cli_accountant(
+    table: Path,
+    ledger: Path | None,
+    budget: float | None,
+    budget_delta: float | None,
+) -> Accountant:
+    """The accountant a data-reading verb pays from (see the module doc); refuses without one."""
+    path = Path(ledger) if ledger is not None else default_ledger(table)
+    identity = dataset_identity(table)
+    if path.exists():
+        recorded = Accountant.from_ledger(path)
+        total, composition = recorded.budget, recorded.composition
+        recorded.close()
+        if budget is not None and Budget(budget, budget_delta or 0) != total:
+            raise LedgerError(
+                f"the ledger {path} already holds the budget {total}; a dataset's budget is "
+                "fixed when its ledger is created. Drop --budget/--budget-delta to keep using "
+                "it, or name a new ledger with --ledger."
+            )
+        return Accountant(total, ledger=path, composition=composition, dataset=identity)  # type: ignore[arg-type]
+    if budget is None:
+        where = "" if ledger is not None else " (this file's default ledger)"
+        raise InvalidParameterError(
+            f"there is no ledger yet at {path}{where}, so this dataset has no budget. Give its "
+            "total budget once to create the ledger, e.g. --budget 1.0 (add --budget-delta "
+            "1e-6 if queries will spend delta), or name an existing ledger with --ledger FILE. "
+            "Every later command on this file spends from the same budget."
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return Accountant(Budget(budget, budget_delta or 0), ledger=path, dataset=identity)
+
+
+def require_public_data(public_data: bool, verb: str) -> None:
+    """Evaluation verbs run only on data declared public (their output is not DP)."""
+    if not public_data:
+        raise InvalidParameterError(
+            f"{verb} prints held-out accuracy and uses seeded noise, so its output is not "
+            "differentially private whatever the budget: run it only on public data (such as "
+            "the benchmark files it was written for) and say so with --public-data."
+        )
