@@ -1,4 +1,4 @@
-"""DP regression trees: accuracy against peers under document 001's protocol, and speed.
+"""DP regression trees: accuracy against peers under the regression-tree paper's protocol, and speed.
 
 Run: ``.venv/bin/python benchmarks/trees_regression.py [--data PATH] [--quick] [--skip-ebm]``
 

@@ -7,13 +7,14 @@ sensitivities), never at private data, so their errors reveal nothing.
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 from numbers import Real
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 
 
 def _is_real_scalar(x: object) -> bool:
@@ -32,7 +33,19 @@ def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
             f"{name} must be a finite number > 0, got {value!r}. "
             "Smaller epsilon means more privacy and more noise; typical values are 0.01 to 10."
         )
+    if value > WEAK_EPSILON:
+        warnings.warn(
+            f"{name}={value:g} is above {WEAK_EPSILON:g}: the guarantee is weak (one person can "
+            f"change the odds of an outcome by a factor up to e^{value:g}). Use a smaller "
+            f"{name} for anything you publish.",
+            PrivacyWarning,
+            stacklevel=3,
+        )
     return value
+
+
+#: Above this epsilon dpkit warns that the guarantee is weak (e^10 ≈ 22,000).
+WEAK_EPSILON = 10.0
 
 
 #: Bytes one release may allocate for arrays whose size the analyst chooses (bins, grids,

@@ -243,7 +243,7 @@ def reproduce_regression_paper(
         False, "--public-data", help="State that the data is public (the output is not DP)."
     ),
 ) -> None:
-    """Document 001 (DP regression trees and forests): Table 3 and Figures 1-2, beside dpkit's methods."""
+    """The regression-tree paper (Hoang & Thuc, 2020) (DP regression trees and forests): Table 3 and Figures 1-2, beside dpkit's methods."""
     from dpkit._cli_budget import require_public_data
     from dpkit.reproduce._cli import reproduce_regression_paper as run
 
@@ -283,7 +283,7 @@ def walkthrough_titanic(
         False, "--public-data", help="State that the data is public (the output is not DP)."
     ),
 ) -> None:
-    """Document 000's ID3-on-Titanic walk-through, then accuracy of every DP tree."""
+    """The decision-tree course project's ID3-on-Titanic walk-through, then accuracy of every DP tree."""
     from dpkit._cli_budget import require_public_data
     from dpkit.walkthroughs.titanic import run
 

@@ -45,7 +45,7 @@ def coin_flip_estimate(responses: ArrayLike, *, level: float = 0.95) -> Release:
     """Unbiased estimate of the true "yes" proportion from coin-flip responses.
 
     With P the observed share of "yes", E[P] = p/2 + 1/4, so p' = 2P - 1/2 is
-    unbiased (documents 000/003). The interval is the exact Clopper-Pearson
+    unbiased (the decision-tree course project and the course report on DP applications). The interval is the exact Clopper-Pearson
     interval for P mapped through p' = 2P - 1/2 (conservative coverage >= level),
     clipped to [0, 1]. Post-processing of ln(3)-DP responses: no extra cost.
     """

@@ -16,7 +16,7 @@ def reproduce_regression_paper(
     seed: int = 0,
     progress: bool = True,
 ) -> int:
-    """Reproduce document 001's Table 3 and Figures 1-2; returns an exit code.
+    """Reproduce the regression-tree paper's Table 3 and Figures 1-2; returns an exit code.
 
     ``data``: the California Housing CSV (default: ``../shared/data/
     california_housing.csv`` beside the repository, when present); with

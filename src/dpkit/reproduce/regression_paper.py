@@ -1,4 +1,4 @@
-"""Reproduce document 001 (Vu & Nguyen 2020, "Differentially private regression tree and forest").
+"""Reproduce the regression-tree paper (Vu Quoc Hoang & Nguyen Dinh Thuc, 2020, "Differentially private regression tree and forest").
 
 Protocol of the paper: California Housing, all 9 columns min-max scaled to
 [0, 1], 10-fold cross-validation *without shuffling*, mean absolute error,
@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 PAPER_EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 PAPER_TREES = (1, 2, 4, 8, 10, 15, 20, 25, 30, 50, 100, 200, 300, 400, 500)
 
-# Table 3 of document 001: MAE mean (std) per epsilon for methods (1)-(7).
+# Table 3 of the regression-tree paper (Hoang & Thuc, 2020): MAE mean (std) per epsilon for methods (1)-(7).
 PAPER_TABLE3: dict[float, list[tuple[float, float]]] = {
     0.25: [
         (0.1378, 0.031),
@@ -572,7 +572,7 @@ def format_report(results: Results) -> str:
         )
     out += [
         "",
-        "**Document 001's DP methods**: the paper's value, dpkit's run of the algorithm as written "
+        "**The regression-tree paper's DP methods**: the paper's value, dpkit's run of the algorithm as written "
         '(`algorithm="paper"`), and with the total-error utility (`algorithm="paper_total"`):',
         "",
     ]
@@ -663,7 +663,7 @@ def plot_epsilon(results: Results, path: str | Path) -> None:
     for i, key in enumerate(DPKIT_KEYS):
         draw(axes[1], key, color=colours[4 + i], lw=2, marker="o", ms=4)
     axes[0].set_title(
-        "Document 001's methods (dashed: as written; solid: total-error utility)", fontsize=10
+        "The regression-tree paper's methods (dashed: as written; solid: total-error utility)", fontsize=10
     )
     axes[1].set_title("dpkit, provably ε-DP", fontsize=10)
     for ax in axes:
@@ -673,7 +673,7 @@ def plot_epsilon(results: Results, path: str | Path) -> None:
         ax.legend(fontsize=7)
     axes[0].set_ylabel("MAE (10-fold CV, target scaled to [0, 1])")
     axes[0].set_ylim(0.08, 0.6)
-    fig.suptitle("Figure 1 of document 001, reproduced")
+    fig.suptitle("Figure 1 of the regression-tree paper (Hoang & Thuc, 2020), reproduced")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -701,7 +701,7 @@ def plot_trees(results: Results, path: str | Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("number of trees τ (disjoint partitions)")
     ax.set_ylabel("MAE")
-    ax.set_title(f"Figure 2 of document 001, reproduced (ε = {results.figure2_epsilon:g})")
+    ax.set_title(f"Figure 2 of the regression-tree paper (Hoang & Thuc, 2020), reproduced (ε = {results.figure2_epsilon:g})")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()

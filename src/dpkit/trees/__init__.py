@@ -4,14 +4,14 @@ One tree core (``_core``: vectorised level-wise growth, dpkit's own array
 representation) with two criterion families on top, classification and regression:
 
 * :class:`DPDecisionTreeClassifier`: greedy exponential-mechanism /
-  permute-and-flip splits (default), ID3 on noisy counts (document 000), or
+  permute-and-flip splits (default), ID3 on noisy counts (the decision-tree course project), or
   random trees; leaves are noisy class counts.
 * :class:`DPRandomForestClassifier`: trees on disjoint partitions or on all
   rows with epsilon split among them.
 
 * :class:`DPDecisionTreeRegressor`: one private tree (greedy exponential-
   mechanism splits with a size-free utility and private median leaves by
-  default; random trees; the paper of document 001 for reproduction).
+  default; random trees; the paper of the regression-tree paper (Hoang & Thuc, 2020) for reproduction).
 * :class:`DPRandomForestRegressor`: private boosting (default), or forests of
   private trees on disjoint partitions.
 * :func:`export_text`, :func:`export_rules`, :func:`export_graphviz`.

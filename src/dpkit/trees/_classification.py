@@ -226,8 +226,8 @@ class ClassificationTreeSpec:
       * "greedy": exponential-mechanism splits (Friedman & Schuster) with the
         utility of ``criterion``; ``count_share`` of each split level's budget
         buys a noisy node count, nodes below ``min_samples_split`` stop;
-      * "id3": ID3 on Laplace/geometric-noised class counts (document 000;
-        SuLQ in 003), see ``_cls_id3``;
+      * "id3": ID3 on Laplace/geometric-noised class counts (the decision-tree course project;
+        SuLQ as summarised in the applications report), see ``_cls_id3``;
       * "random": data-independent structure, all budget on the leaves.
     ``leaf_share``: fraction of epsilon spent on the leaf counts (random: 1).
     ``smoothing``: pseudo-rows pulling leaf probabilities toward their parent's

@@ -1,6 +1,6 @@
 """Readable rules and Graphviz DOT for fitted classification trees (post-processing only).
 
-Questions read like document 000's and the core's ``_export.condition``:
+Questions read like the decision-tree course project's and the core's ``_export.condition``:
 "Sex in [female]", "Age <= 30.3", thresholds being public candidate points in
 the feature's own units. On top of the core's wording this adds what only
 classifiers have: the missing-value branch of ``missing="separate"`` models

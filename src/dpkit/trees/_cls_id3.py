@@ -1,4 +1,4 @@
-"""ID3 on noisy class counts (document 000; Blum et al.'s SuLQ tree as summarised in 003).
+"""ID3 on noisy class counts (the decision-tree course project; Blum et al.'s SuLQ tree as summarised in the course report on DP applications).
 
 Level by level, for the disjoint nodes of the level at once, one query per
 feature j: the counts n^{v,c} of every node x code v of j x class c, plus
@@ -8,7 +8,7 @@ eps_level / d per feature table, sensitivity 1 each) makes the level
 eps_level-DP. Everything else is post-processing of those noisy tables:
 
 * n^v = sum_c n^{v,c} (SuLQ spends a second query on n^v; deriving it halves
-  the cost, so each table gets beta / (m d) instead of 003's beta / (2 m d));
+  the cost, so each table gets beta / (m d) instead of the applications report's beta / (2 m d));
 * the node's class counts, averaged over the d tables (d independent noisy
   copies, so the average has 1/d of one table's variance);
 * information gain of every candidate: a multiway split over the public domain

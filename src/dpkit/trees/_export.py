@@ -78,7 +78,7 @@ def export_text(model: Any, *, tree: int = 0, decimals: int = 3) -> str:
 
 
 def export_rules(model: Any, *, tree: int = 0, decimals: int = 3) -> list[str]:
-    """One rule per leaf: ``"MedInc > 5.03 / Latitude <= 37.9 => 2.41"`` (as in document 000)."""
+    """One rule per leaf: ``"MedInc > 5.03 / Latitude <= 37.9 => 2.41"`` (as in the decision-tree course project)."""
     t, grid = _resolve(model, tree)
     rules: list[str] = []
 

@@ -12,7 +12,7 @@ Split utilities (over add/remove one row, for every candidate):
   n/(n+1) (y - m)^2, which lies in [0, 1): sensitivity 1 whatever the node
   size, and every candidate moves the same way (monotonic), so the
   exponential mechanism may use exp(eps u / Delta) instead of exp(eps u / 2 Delta).
-* ``paper_mse`` / ``paper_mae`` (document 001): minus the mean squared /
+* ``paper_mse`` / ``paper_mae`` (the regression-tree paper (Hoang & Thuc, 2020)): minus the mean squared /
   absolute error of the split, with the paper's sensitivity 1/N_split. That
   bound holds only if the node has at least N_split rows, which the paper
   checks on a *noisy* count: not provably DP, kept for the reproduction.
@@ -309,7 +309,7 @@ class RegressionTreeSpec:
     """Public settings of one regression tree (all data-independent).
 
     ``algorithm``:
-      * "paper": Table 1 of document 001, literally (not provably DP, see docs);
+      * "paper": Table 1 of the regression-tree paper (Hoang & Thuc, 2020), literally (not provably DP, see docs);
       * "greedy": exponential-mechanism splits with the size-free SSE utility,
         a fixed depth and private leaves (provably epsilon-DP);
       * "random": random structure (no budget), all budget to the leaves.

@@ -6,7 +6,7 @@ geometric-noise count costing ``COUNT_SHARE`` of epsilon, and only that noisy
 count enters the rules. Users who know n publicly (or want fixed settings)
 pass explicit values instead and the count is not made.
 
-The constants were chosen on the California Housing protocol of document 001
+The constants were chosen on the California Housing protocol of the regression-tree paper (Hoang & Thuc, 2020)
 (see docs/trees-regression.md, "How the defaults were chosen") and checked on
 generated data; they are heuristics, not privacy-relevant.
 """

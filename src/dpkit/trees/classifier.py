@@ -110,7 +110,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
       eps_split = eps (1 - leaf_share) / max_depth; optionally ``count_share``
       of it buys a noisy node count (sensitivity 1) and nodes below
       ``min_samples_split`` stop.
-    * ``"id3"`` (document 000; SuLQ in 003): per level, noisy node x value x
+    * ``"id3"`` (the decision-tree course project; SuLQ as summarised in the applications report): per level, noisy node x value x
       class counts for every feature (sensitivity d for the d tables,
       eps_level = eps (1 - leaf_share) / max_depth), information gain from the
       noisy counts (post-processing), multiway categorical splits,

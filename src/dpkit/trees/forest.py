@@ -65,7 +65,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
       (so adding a row changes one partition only), one tree per partition,
       each tree fitted as ``DPDecisionTreeRegressor`` with the full epsilon_m
       (parallel composition); the prediction is the mean of the trees.
-    * "paper" / "paper_total": Table 2 of document 001 with Table 1 trees
+    * "paper" / "paper_total": Table 2 of the regression-tree paper (Hoang & Thuc, 2020) with Table 1 trees
       (equal-size partitions, mean of trees; see ``DPDecisionTreeRegressor``).
       NOT provably DP; fitting one warns.
 

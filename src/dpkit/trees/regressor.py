@@ -25,7 +25,7 @@ PAPER_ALGORITHMS = ("paper", "paper_total")
 LEAVES = ("median", "mean")
 
 PAPER_WARNING = (
-    "algorithm={name!r} reproduces document 001 (Vu & Nguyen 2020) and is NOT provably "
+    "algorithm={name!r} reproduces the regression-tree paper (Vu Quoc Hoang & Nguyen Dinh Thuc, 2020) and is NOT provably "
     "epsilon-DP: its sensitivities assume node sizes that are only checked on noisy counts, "
     "and a row's path makes more queries than its budget split counts. Use it to reproduce "
     "the paper, never to release a model; see docs/trees-regression.md."
@@ -80,7 +80,7 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
       half the leaf budget each, and predicts their ratio. Leaves are
       disjoint, so each kind of leaf query costs its epsilon once.
 
-    ``algorithm="paper"`` is Table 1 of document 001 as written (utility
+    ``algorithm="paper"`` is Table 1 of the regression-tree paper (Hoang & Thuc, 2020) as written (utility
     -MSE or -MAE with sensitivity 1/N_split, leaf mean + Lap(1/(N_leaf beta))
     or the exponential-mechanism median of eqs. 7-8, beta = epsilon /
     (2 max_depth + 1), noisy-count stopping rules); "paper_total" the same

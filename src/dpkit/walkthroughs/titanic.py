@@ -1,6 +1,6 @@
-"""The Titanic walk-through of document 000, with dpkit's DP trees.
+"""The Titanic walk-through of the decision-tree course project, with dpkit's DP trees.
 
-Document 000 trains an ID3 tree whose information gains come from
+The decision-tree course project trains an ID3 tree whose information gains come from
 Laplace-noised counts on Kaggle's Titanic data (Pclass, Sex, Age, SibSp, Parch,
 Fare, Embarked -> Survived), prints its questions ("Sex in [female]",
 "Age <= 30") and compares its predictions on the first 20 passengers with the
@@ -91,7 +91,7 @@ def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
     if algorithm == "forest":
         return DPRandomForestClassifier(**common)
     if algorithm == "id3":
-        # Document 000's settings: a shallow ID3 tree on noisy counts.
+        # The decision-tree course project's settings: a shallow ID3 tree on noisy counts.
         return DPDecisionTreeClassifier(algorithm="id3", max_depth=3, **common)
     return DPDecisionTreeClassifier(algorithm=algorithm, **common)
 
@@ -138,12 +138,12 @@ def run(
     seed: int | None = 0,
     echo: bool = True,
 ) -> WalkthroughResult:
-    """Document 000's walk-through with DP trees; prints it (``echo``) and returns it.
+    """The decision-tree course project's walk-through with DP trees; prints it (``echo``) and returns it.
 
-    1. Fit document 000's algorithm (ID3 on noisy counts, depth 3) on all 891
+    1. Fit the decision-tree course project's algorithm (ID3 on noisy counts, depth 3) on all 891
        passengers with ``epsilon`` and print its questions.
-    2. Predict the first 20 passengers next to the truth, as 000 does (these
-       rows were in the training data, as in 000).
+    2. Predict the first 20 passengers next to the truth, as the course project does (these
+       rows were in the training data, as in the course project).
     3. For each algorithm ("greedy" = dpkit's default tree, "id3", "random",
        "forest" = dpkit's default forest), test accuracy over ``splits``
        random 70/30 splits at each epsilon, beside the majority-class rate.
@@ -160,11 +160,11 @@ def run(
     X, y = load_titanic(data)
     model = _model("id3", epsilon, seed).fit(X, y)
     rules = model.export_text()
-    console.rule(f"ID3 on noisy counts (document 000), epsilon = {epsilon:g}, all 891 passengers")
+    console.rule(f"ID3 on noisy counts (the decision-tree course project), epsilon = {epsilon:g}, all 891 passengers")
     console.print(rules, markup=False)  # "Sex in [female]" is not Rich markup
     console.print(f"privacy: {model.privacy_['queries']}", markup=False)
     first = model.predict(X.iloc[:20])
-    console.rule("The first 20 passengers (as in document 000)")
+    console.rule("The first 20 passengers (as in the decision-tree course project)")
     console.print("Predictions: ", list(map(int, first)), markup=False)
     console.print("Real values: ", list(map(int, y[:20])), markup=False)
     console.print(f"agreement: {int(np.sum(first == y[:20]))} / 20")
