@@ -56,5 +56,7 @@ def test_a_failure_after_the_charge_is_one_generic_error_with_no_cause(failure):
     assert "secret" not in str(err) and "42" not in str(err)
     for other in (KeyError("other"), RuntimeError("y")):
         with pytest.raises(ReleaseFailedError) as again:
-            charge_and_run(None, Budget(0.1), "q", _raise(other))
+            charge_and_run(Accountant(Budget(1.0)), Budget(0.1), "q", _raise(other))
         assert str(again.value) == str(err)
+    with pytest.raises(KeyError):  # nothing charged: the caller sees its own error
+        charge_and_run(None, Budget(0.1), "q", _raise(KeyError("x")))

@@ -293,3 +293,42 @@ def test_a_seeded_source_warns_that_it_is_not_private() -> None:
 
     with pytest.warns(PrivacyWarning, match="seeded random source"):
         Session.from_pandas(pd.DataFrame({"x": [1.0]}), epsilon=1.0, rng=5)
+
+
+@pytest.mark.parametrize(
+    ("release", "cost"),
+    [
+        (lambda acc: M.laplace(3.0, sensitivity=1, epsilon=0.5, accountant=acc), (0.5, 0)),
+        (lambda acc: M.geometric(3, epsilon=0.25, accountant=acc), (0.25, 0)),
+        (
+            lambda acc: M.gaussian(3.0, sensitivity=1, epsilon=0.5, delta=1e-6, accountant=acc),
+            (0.5, 1e-6),
+        ),
+        (
+            lambda acc: M.discrete_gaussian(3, epsilon=0.5, delta=1e-6, accountant=acc),
+            (0.5, 1e-6),
+        ),
+        (
+            lambda acc: M.exponential([1.0, 2.0], epsilon=0.3, sensitivity=1, accountant=acc),
+            (0.3, 0),
+        ),
+        (
+            lambda acc: M.permute_and_flip([1.0, 2.0], epsilon=0.3, sensitivity=1, accountant=acc),
+            (0.3, 0),
+        ),
+        (lambda acc: M.randomized_response([True, False], epsilon=0.7, accountant=acc), (0.7, 0)),
+        (lambda acc: M.Laplace(epsilon=0.5, sensitivity=1).release(2.0, accountant=acc), (0.5, 0)),
+    ],
+)
+def test_every_mechanism_charges_the_one_accountant(release, cost) -> None:
+    """Issue 11: every releasing entry point takes accountant= and charges through one module."""
+    from dpkit.accounting import Accountant, Budget
+    from dpkit.errors import BudgetExceededError
+
+    acc = Accountant(Budget(1.0, 1e-5))
+    release(acc)
+    assert acc.spent == Budget(*cost) and len(acc.history) == 1
+    tiny = Accountant(Budget(0.1))
+    with pytest.raises(BudgetExceededError):
+        release(tiny)
+    assert tiny.spent == Budget(0)

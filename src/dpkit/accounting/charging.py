@@ -59,14 +59,16 @@ def charge_and_run(
     """Charge ``cost`` to ``accountant`` (if any), then run ``release()`` and return its result.
 
     Raises :class:`~dpkit.errors.BudgetExceededError` before ``release`` runs
-    if the budget cannot pay. Any exception raised by ``release`` becomes a
-    :class:`ReleaseFailedError` whose message does not depend on the data; the
+    if the budget cannot pay. Once charged, any exception raised by ``release``
+    becomes a :class:`ReleaseFailedError` whose message does not depend on the
+    data (with no accountant nothing is charged, and errors pass unchanged); the
     original exception is neither chained nor kept as ``__context__`` (a plain
     function, not a context manager, so that the new error is raised outside
     every exception handler).
     """
-    if accountant is not None:
-        accountant.charge(cost, label)
+    if accountant is None:  # nothing charged: errors are the caller's to see as they are
+        return release()
+    accountant.charge(cost, label)
     failed = False
     try:
         result = release()

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit._checks import check_level
+from dpkit.accounting import as_accountant, charge_and_run
 from dpkit.release import Release
 
 
@@ -68,15 +69,25 @@ class AdditiveMechanism:
 
         return Budget(self.epsilon, self.delta)
 
-    def release(self, value: ArrayLike, level: float = 0.95, rng: object = None) -> Release:
+    def release(
+        self,
+        value: ArrayLike,
+        level: float = 0.95,
+        rng: object = None,
+        *,
+        accountant: Any = None,
+        label: str | None = None,
+    ) -> Release:
         """Randomise ``value`` and attach a ``level`` confidence interval.
 
         The interval holds the exact ``value`` with probability >= ``level``
         (for an array: each coordinate separately). It is computed from the
-        noise distribution only: post-processing, no extra budget.
+        noise distribution only: post-processing, no extra budget. With
+        ``accountant`` (an Accountant, a ledger path or a Session), :attr:`cost`
+        is charged first, through :func:`dpkit.accounting.charge_and_run`.
         """
         level = check_level(level)
-        noisy = self.randomise(value, rng=rng)
+        noisy = self.paid(value, rng, accountant, label)
         return Release(
             value=noisy,
             epsilon=self.epsilon,
@@ -85,6 +96,17 @@ class AdditiveMechanism:
             level=level,
             mechanism=self.name,
             details=self.details(),
+        )
+
+    def paid(
+        self, value: ArrayLike, rng: object, accountant: Any, label: str | None = None
+    ) -> Any:
+        """``randomise(value)``, charged to ``accountant`` first when one is given."""
+        return charge_and_run(
+            as_accountant(accountant),
+            self.cost,
+            label or f"{self.name} mechanism",
+            lambda: self.randomise(value, rng=rng),
         )
 
     def details(self) -> dict[str, Any]:

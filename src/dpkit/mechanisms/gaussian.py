@@ -302,10 +302,12 @@ def gaussian(
     method: str = "analytic",
     rng: object = None,
     granularity: float | None = None,
+    accountant: Any = None,
 ) -> Any:
     """Add Gaussian noise: (epsilon, delta)-DP for l2 sensitivity ``sensitivity``.
 
     Returns a float or an array of ``value``'s shape. See :class:`Gaussian`.
+    ``accountant``: an Accountant, ledger path or Session charged the cost first.
     """
     mechanism = Gaussian(
         epsilon=epsilon,
@@ -315,7 +317,7 @@ def gaussian(
         size=max(1, int(np.size(value))),
         granularity=granularity,
     )
-    return mechanism.randomise(value, rng=rng)
+    return mechanism.paid(value, rng, accountant)
 
 
 def discrete_gaussian(
@@ -326,8 +328,12 @@ def discrete_gaussian(
     delta: float,
     method: str = "analytic",
     rng: object = None,
+    accountant: Any = None,
 ) -> Any:
-    """Add discrete Gaussian noise to integers: (epsilon, delta)-DP, l2 sensitivity ``sensitivity``."""
+    """Add discrete Gaussian noise to integers: (epsilon, delta)-DP, l2 sensitivity ``sensitivity``.
+
+    ``accountant``: an Accountant, ledger path or Session charged the cost first.
+    """
     mechanism = DiscreteGaussian(
         epsilon=epsilon,
         delta=delta,
@@ -335,4 +341,4 @@ def discrete_gaussian(
         method=method,
         size=max(1, int(np.size(value))),
     )
-    return mechanism.randomise(value, rng=rng)
+    return mechanism.paid(value, rng, accountant)

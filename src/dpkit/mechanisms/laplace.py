@@ -178,6 +178,7 @@ def laplace(
     epsilon: float,
     rng: object = None,
     granularity: float | None = None,
+    accountant: Any = None,
 ) -> Any:
     """Add Laplace noise to ``value``: epsilon-DP for l1 sensitivity ``sensitivity``.
 
@@ -186,6 +187,7 @@ def laplace(
     exactly on a fine grid (see :class:`Laplace`), so it is immune to the
     floating-point attack on naive Laplace. ``rng``: ``None`` (secure), an int
     seed or a ``numpy.random.Generator`` (reproducible, tests only).
+    ``accountant``: an Accountant, ledger path or Session charged ε first.
     """
     mechanism = Laplace(
         epsilon=epsilon,
@@ -193,18 +195,26 @@ def laplace(
         size=max(1, int(np.size(value))),
         granularity=granularity,
     )
-    return mechanism.randomise(value, rng=rng)
+    return mechanism.paid(value, rng, accountant)
 
 
-def geometric(value: ArrayLike, *, sensitivity: int = 1, epsilon: float, rng: object = None) -> Any:
+def geometric(
+    value: ArrayLike,
+    *,
+    sensitivity: int = 1,
+    epsilon: float,
+    rng: object = None,
+    accountant: Any = None,
+) -> Any:
     """Add two-sided geometric noise to integer ``value``: epsilon-DP, l1 sensitivity ``sensitivity``.
 
     Returns an int or an int64 array of the same shape. See :class:`Geometric`.
+    ``accountant``: an Accountant, ledger path or Session charged ε first.
     """
     mechanism = Geometric(
         epsilon=epsilon, sensitivity=sensitivity, size=max(1, int(np.size(value)))
     )
-    return mechanism.randomise(value, rng=rng)
+    return mechanism.paid(value, rng, accountant)
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
 from dpkit._checks import check_epsilon, check_level
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.mechanisms._exact import bernoulli_exp
 from dpkit.mechanisms._random import as_source
@@ -199,11 +200,21 @@ def randomized_response(
     epsilon: float,
     categories: Sequence[Any] = (False, True),
     rng: object = None,
+    accountant: Any = None,
 ) -> NDArray[Any]:
     """Randomise answers with k-ary randomized response: each report is epsilon-DP (local).
 
     ``categories`` defaults to yes/no (booleans). See :class:`RandomizedResponse`
     for the guarantee and :meth:`RandomizedResponse.estimate` for unbiased
     frequencies; :func:`coin_flip_survey` is the ln(3) coin protocol.
+    ``accountant`` (an Accountant, ledger path or Session) is charged ε first,
+    when the reports are released centrally as one data set.
     """
-    return RandomizedResponse(epsilon=epsilon, categories=categories).randomise(values, rng=rng)
+    mechanism = RandomizedResponse(epsilon=epsilon, categories=categories)
+    result: NDArray[Any] = charge_and_run(
+        as_accountant(accountant),
+        Budget(epsilon),
+        "randomized response",
+        lambda: mechanism.randomise(values, rng=rng),
+    )
+    return result

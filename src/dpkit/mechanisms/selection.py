@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit._checks import check_epsilon, check_sensitivity, exact
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.mechanisms._exact import bernoulli_exp
 from dpkit.mechanisms._random import RandomSource, as_source
@@ -137,6 +138,7 @@ def exponential(
     rng: object = None,
     monotonic: bool = False,
     integral: bool = False,
+    accountant: Any = None,
 ) -> Any:
     """Select an index with P(r) proportional to exp(epsilon u_r / (2 sensitivity)).
 
@@ -147,32 +149,38 @@ def exponential(
     direction between neighbours. ``integral=True`` declares that the
     utilities are integers by construction (counts) and the sensitivity an
     integer: they are then used on the unit grid, with no inflation (values
-    that are not integers would be rounded, so declare it only when true). ``utilities`` 1-D: returns one int; 2-D:
-    one independent selection per row (each row costs epsilon; rows computed
+    that are not integers would be rounded, so declare it only when true).
+    ``utilities`` 1-D: returns one int; 2-D: one independent selection per row (each row costs epsilon; rows computed
     on disjoint data compose in parallel). Sampled exactly; see module doc.
     """
-    source = as_source(rng)
-    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
-    rows, n = allowed.shape
-    chosen = np.full(rows, -1, dtype=np.int64)
-    pending = np.arange(rows)
-    while pending.size:
-        m = pending.size
-        proposal = source.uniform_below(np.full((m, n), n, dtype=np.int64))
-        row_index = np.repeat(pending, n)
-        flat = proposal.ravel()
-        ok = allowed[row_index, flat].reshape(m, n)
-        accept = np.zeros((m, n), dtype=bool)
-        idx = np.flatnonzero(ok.ravel())
-        if idx.size:
-            accept.ravel()[idx] = bernoulli_exp(
-                source, num[row_index[idx], flat[idx]], den[row_index[idx], flat[idx]]
-            )
-        done = accept.any(axis=1)
-        first = _first_true(accept)
-        chosen[pending[done]] = proposal[done, first[done]]
-        pending = pending[~done]
-    return int(chosen[0]) if scalar else chosen
+    check_epsilon(epsilon)
+    check_sensitivity(sensitivity)
+
+    def select() -> Any:
+        source = as_source(rng)
+        num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
+        rows, n = allowed.shape
+        chosen = np.full(rows, -1, dtype=np.int64)
+        pending = np.arange(rows)
+        while pending.size:
+            m = pending.size
+            proposal = source.uniform_below(np.full((m, n), n, dtype=np.int64))
+            row_index = np.repeat(pending, n)
+            flat = proposal.ravel()
+            ok = allowed[row_index, flat].reshape(m, n)
+            accept = np.zeros((m, n), dtype=bool)
+            idx = np.flatnonzero(ok.ravel())
+            if idx.size:
+                accept.ravel()[idx] = bernoulli_exp(
+                    source, num[row_index[idx], flat[idx]], den[row_index[idx], flat[idx]]
+                )
+            done = accept.any(axis=1)
+            first = _first_true(accept)
+            chosen[pending[done]] = proposal[done, first[done]]
+            pending = pending[~done]
+        return int(chosen[0]) if scalar else chosen
+
+    return charge_and_run(as_accountant(accountant), Budget(epsilon), "exponential", select)
 
 
 def permute_and_flip(
@@ -183,6 +191,7 @@ def permute_and_flip(
     rng: object = None,
     monotonic: bool = False,
     integral: bool = False,
+    accountant: Any = None,
 ) -> Any:
     """Select an index by permute-and-flip (McKenna & Sheldon 2020); epsilon-DP.
 
@@ -192,13 +201,19 @@ def permute_and_flip(
     ``monotonic``); the first acceptance in a uniformly random order is
     returned. The best candidate is always accepted, so one pass suffices.
     """
-    source = as_source(rng)
-    num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
-    accept = np.zeros(allowed.shape, dtype=bool)
-    idx = np.flatnonzero(allowed.ravel())
-    accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
-    chosen = _uniform_true(source, accept)
-    return int(chosen[0]) if scalar else chosen
+    check_epsilon(epsilon)
+    check_sensitivity(sensitivity)
+
+    def select() -> Any:
+        source = as_source(rng)
+        num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
+        accept = np.zeros(allowed.shape, dtype=bool)
+        idx = np.flatnonzero(allowed.ravel())
+        accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
+        chosen = _uniform_true(source, accept)
+        return int(chosen[0]) if scalar else chosen
+
+    return charge_and_run(as_accountant(accountant), Budget(epsilon), "permute_and_flip", select)
 
 
 def report_noisy_max(
@@ -209,6 +224,7 @@ def report_noisy_max(
     rng: object = None,
     monotonic: bool = False,
     integral: bool = False,
+    accountant: Any = None,
 ) -> Any:
     """Report-noisy-max with exponential noise: the same distribution as permute-and-flip.
 
@@ -223,6 +239,7 @@ def report_noisy_max(
         rng=rng,
         monotonic=monotonic,
         integral=integral,
+        accountant=accountant,
     )
 
 
