@@ -125,3 +125,20 @@ def test_plots_render(tmp_path: Path) -> None:
     save(grid, tmp_path / "grid.svg")
     assert (tmp_path / "grid.svg").read_text().startswith("<?xml")
     assert made[0].plot() is not None
+
+
+def test_bin_labels_read_well_and_the_table_says_how_values_are_clipped(tmp_path: Path) -> None:
+    """Issue 11 D: labels such as [4.665e+04, 4.665e+04] told nothing apart."""
+    from dpkit.histograms._labels import bin_labels
+
+    assert bin_labels([46650.0, 46650.5, 46651.0]) == ["[46650, 46650.5)", "[46650.5, 46651]"]
+    path = tmp_path / "incomes.csv"
+    path.write_text("income\n" + "\n".join(str(46650 + i / 10) for i in range(10)) + "\n")
+    console = Console(record=True, width=120)
+    histogram_command(
+        path, "income", "laplace", 1.0, bounds=(46650, 46651), units=2, budget=5.0, seed=1,
+        console=console,
+    )  # fmt: skip
+    text = console.export_text()
+    assert "[46650, 46650.5)" in text and "e+04" not in text
+    assert "counted in the first bin" in text

@@ -21,6 +21,7 @@ from dpkit._checks import MEMORY_CEILING
 from dpkit._cli_budget import open_cli_accountant
 from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
+from dpkit.histograms._labels import bin_labels
 from dpkit.histograms._published import PublishedHistogram
 
 METHODS = ("laplace", "hierarchical", "noise-first", "structure-first")
@@ -221,22 +222,25 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
             f"DP histogram of {column!r}: {label}, "
             f"ε = {histogram.epsilon:g}, {histogram.n_bins} bins"
         ),
-        caption="± is 2 standard deviations of the noise (merged bins: plus an unknown merge error)",
+        caption=(
+            "± is 2 standard deviations of the noise (merged bins: plus an unknown merge "
+            "error). Values below the first edge are counted in the first bin, values above "
+            "the last edge in the last bin; missing and non-numeric entries are left out."
+        ),
     )
     table.add_column("bin", justify="left")
     table.add_column("per unit bin", justify="right")
     table.add_column("bin total", justify="right")
     table.add_column("± (total)", justify="right", style="dim")
-    edges = histogram.bin_edges
+    labels = bin_labels([float(e) for e in histogram.bin_edges])
     rows = range(histogram.n_bins)
     bins = histogram.bins
     totals = histogram.answer(bins[:-1], bins[1:] - 1)
     spreads = 2.0 * histogram.answer_error(bins[:-1], bins[1:] - 1)
     shown = list(rows) if histogram.n_bins <= max_rows else list(rows)[: max_rows - 1]
     for j in shown:
-        closing = "]" if j == histogram.n_bins - 1 else ")"
         table.add_row(
-            f"[{edges[j]:g}, {edges[j + 1]:g}{closing}",
+            labels[j],
             _format(float(histogram.bin_estimates[j])),
             _format(float(totals[j])),
             _format(float(spreads[j])),

@@ -80,21 +80,6 @@ def check_positive(value: object, name: str, hint: str = "") -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def charge(accountant: Any, epsilon: float, label: str) -> Any:
-    """Charge ``epsilon`` (pure DP) to ``accountant`` before any data is touched.
-
-    Returns what is left afterwards (``None`` without an accountant). The
-    accountant raises :class:`dpkit.BudgetExceededError` if it would overspend,
-    and then nothing has been computed.
-    """
-    if accountant is None:
-        return None
-    from dpkit.accounting import Budget
-
-    accountant.charge(Budget(epsilon), label)
-    return accountant.remaining
-
-
 def source_for(rng: object) -> Any:
     """One random source for the whole release: an int seed must not be reused per step."""
     from dpkit.mechanisms import as_source

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._common import charge, check_counts, check_edges, epsilon_of, source_for
+from dpkit.histograms._common import check_counts, check_edges, epsilon_of, source_for
 from dpkit.histograms._published import PublishedHistogram
 
 DEFAULT_BRANCHING = 4
@@ -145,34 +146,39 @@ def hierarchical(
     true_levels = node_counts(padded, b)
     flat = np.concatenate(true_levels)
     mechanism = Laplace(epsilon=eps, sensitivity=float(levels), size=flat.size)
-    remaining = charge(accountant, eps, "histogram: hierarchical")
-    noisy_flat = np.asarray(mechanism.randomise(flat, rng=source_for(rng)), dtype=np.float64)
-    splits = np.cumsum([level.size for level in true_levels])[:-1]
-    noisy_levels = np.split(noisy_flat, splits)
-    consistent = constrained_inference(noisy_levels, b)
-    estimates = consistent[0][: x.size].copy()
+    payer = as_accountant(accountant)
 
-    node_variance = 2.0 * mechanism.scale**2
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        noisy_flat = np.asarray(mechanism.randomise(flat, rng=source_for(rng)), dtype=np.float64)
+        splits = np.cumsum([level.size for level in true_levels])[:-1]
+        noisy_levels = np.split(noisy_flat, splits)
+        consistent = constrained_inference(noisy_levels, b)
+        estimates = consistent[0][: x.size].copy()
 
-    def variance(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.float64]:
-        return range_variance(lo, hi, b, levels, node_variance)
+        node_variance = 2.0 * mechanism.scale**2
 
-    units = np.arange(x.size, dtype=np.int64)
-    errors = np.sqrt(variance(units, units))
-    return PublishedHistogram(
-        estimates=estimates,
-        bins=np.arange(x.size + 1, dtype=np.int64),
-        epsilon=eps,
-        method="hierarchical",
-        errors=errors,
-        edges=unit_edges,
-        details={
-            "branching": b,
-            "levels": levels,
-            "scale": mechanism.scale,
-            "sensitivity": float(levels),
-            "remaining": remaining,
-            "nodes": consistent,
-        },
-        range_variance=variance,
-    )
+        def variance(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.float64]:
+            return range_variance(lo, hi, b, levels, node_variance)
+
+        units = np.arange(x.size, dtype=np.int64)
+        errors = np.sqrt(variance(units, units))
+        return PublishedHistogram(
+            estimates=estimates,
+            bins=np.arange(x.size + 1, dtype=np.int64),
+            epsilon=eps,
+            method="hierarchical",
+            errors=errors,
+            edges=unit_edges,
+            details={
+                "branching": b,
+                "levels": levels,
+                "scale": mechanism.scale,
+                "sensitivity": float(levels),
+                "remaining": remaining,
+                "nodes": consistent,
+            },
+            range_variance=variance,
+        )
+
+    return charge_and_run(payer, Budget(eps), "histogram: hierarchical", release)

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpkit.histograms._common import charge, check_counts, check_edges, epsilon_of, source_for
+from dpkit.accounting import Budget, as_accountant, charge_and_run
+from dpkit.histograms._common import check_counts, check_edges, epsilon_of, source_for
 from dpkit.histograms._published import PublishedHistogram
 
 
@@ -47,15 +48,20 @@ def laplace(
     eps = epsilon_of(epsilon)
     unit_edges = check_edges(edges, x.size)
     mechanism = Laplace(epsilon=eps, sensitivity=1.0, size=x.size)
-    remaining = charge(accountant, eps, "histogram: laplace")
-    noisy = np.asarray(mechanism.randomise(x, rng=source_for(rng)), dtype=np.float64)
-    std = np.sqrt(2.0) * mechanism.scale
-    return PublishedHistogram(
-        estimates=noisy,
-        bins=np.arange(x.size + 1, dtype=np.int64),
-        epsilon=eps,
-        method="laplace",
-        errors=np.full(x.size, std),
-        edges=unit_edges,
-        details={"scale": mechanism.scale, "sensitivity": 1.0, "remaining": remaining},
-    )
+    payer = as_accountant(accountant)
+
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        noisy = np.asarray(mechanism.randomise(x, rng=source_for(rng)), dtype=np.float64)
+        std = np.sqrt(2.0) * mechanism.scale
+        return PublishedHistogram(
+            estimates=noisy,
+            bins=np.arange(x.size + 1, dtype=np.int64),
+            epsilon=eps,
+            method="laplace",
+            errors=np.full(x.size, std),
+            edges=unit_edges,
+            details={"scale": mechanism.scale, "sensitivity": 1.0, "remaining": remaining},
+        )
+
+    return charge_and_run(payer, Budget(eps), "histogram: laplace", release)

@@ -14,9 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._common import (
-    charge,
     check_counts,
     check_edges,
     check_n_bins,
@@ -147,46 +147,51 @@ def noise_first(
     k_fixed = None if n_bins is None else check_n_bins(n_bins, x.size)
     n = x.size
     mechanism = Laplace(epsilon=eps, sensitivity=1.0, size=n)
-    remaining = charge(accountant, eps, f"histogram: noise-first ({statistic})")
-    noisy = np.asarray(mechanism.randomise(x, rng=source_for(rng)), dtype=np.float64)
-    noise_variance = 2.0 * mechanism.scale**2
+    payer = as_accountant(accountant)
 
-    scores: NDArray[np.float64] | None = None
-    if k_fixed is None:
-        k, boundaries, scores = select_n_bins(noisy, noise_variance, selection)
-        sse_of_structure = _structure_sse(noisy, boundaries)
-    else:
-        k = k_fixed
-    if statistic == "median" or k_fixed is not None:
-        objective: Literal["sse", "sae"] = "sae" if statistic == "median" else "sse"
-        _table, starts = optimal_table(interval_costs(noisy, objective), k)
-        boundaries = backtrack(starts, k)
-        sse_of_structure = _structure_sse(noisy, boundaries)
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        noisy = np.asarray(mechanism.randomise(x, rng=source_for(rng)), dtype=np.float64)
+        noise_variance = 2.0 * mechanism.scale**2
 
-    widths = np.diff(boundaries)
-    values = bin_statistic(noisy, boundaries, statistic)
-    if statistic == "mean":
-        bin_std = np.sqrt(noise_variance / widths)
-    else:
-        bin_std = laplace_median_stds(widths, mechanism.scale)
-    return PublishedHistogram(
-        estimates=np.repeat(values, widths),
-        bins=boundaries,
-        epsilon=eps,
-        method=f"noise_first_{statistic}",
-        errors=np.repeat(bin_std, widths),
-        edges=unit_edges,
-        details={
-            "n_bins": k,
-            "statistic": statistic,
-            "selection": selection if k_fixed is None else "fixed",
-            "scale": mechanism.scale,
-            "noisy_counts": noisy,
-            "selection_scores": scores,
-            "estimated_structure_sse": max(0.0, sse_of_structure - (n - k) * noise_variance),
-            "remaining": remaining,
-        },
-    )
+        scores: NDArray[np.float64] | None = None
+        if k_fixed is None:
+            k, boundaries, scores = select_n_bins(noisy, noise_variance, selection)
+            sse_of_structure = _structure_sse(noisy, boundaries)
+        else:
+            k = k_fixed
+        if statistic == "median" or k_fixed is not None:
+            objective: Literal["sse", "sae"] = "sae" if statistic == "median" else "sse"
+            _table, starts = optimal_table(interval_costs(noisy, objective), k)
+            boundaries = backtrack(starts, k)
+            sse_of_structure = _structure_sse(noisy, boundaries)
+
+        widths = np.diff(boundaries)
+        values = bin_statistic(noisy, boundaries, statistic)
+        if statistic == "mean":
+            bin_std = np.sqrt(noise_variance / widths)
+        else:
+            bin_std = laplace_median_stds(widths, mechanism.scale)
+        return PublishedHistogram(
+            estimates=np.repeat(values, widths),
+            bins=boundaries,
+            epsilon=eps,
+            method=f"noise_first_{statistic}",
+            errors=np.repeat(bin_std, widths),
+            edges=unit_edges,
+            details={
+                "n_bins": k,
+                "statistic": statistic,
+                "selection": selection if k_fixed is None else "fixed",
+                "scale": mechanism.scale,
+                "noisy_counts": noisy,
+                "selection_scores": scores,
+                "estimated_structure_sse": max(0.0, sse_of_structure - (n - k) * noise_variance),
+                "remaining": remaining,
+            },
+        )
+
+    return charge_and_run(payer, Budget(eps), f"histogram: noise-first ({statistic})", release)
 
 
 def _structure_sse(values: NDArray[np.float64], boundaries: NDArray[np.int64]) -> float:

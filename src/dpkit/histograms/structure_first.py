@@ -30,9 +30,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit._checks import exact
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._common import (
-    charge,
     check_counts,
     check_edges,
     check_fraction,
@@ -338,41 +338,46 @@ def structure_first(
     size = k
     value_mechanism = Laplace(epsilon=eps_values, sensitivity=1.0, size=size)
 
-    remaining = charge(accountant, eps, f"histogram: structure-first ({statistic})")
-    source = source_for(rng)
-    if structure_is_public:
-        boundaries = np.linspace(0, n, k + 1).astype(np.int64) if k == 1 else np.arange(n + 1)
-    else:
-        objective: Literal["sse", "sae"] = "sse" if statistic == "mean" else "sae"
-        clipped = np.minimum(x, bound) if statistic == "mean" else x
-        draw = sample_structure if sampler == "paper" else sample_structure_joint
-        boundaries = draw(clipped, k, eps_structure, utility_sensitivity, objective, source)
-    widths = np.diff(boundaries)
-    if statistic == "mean":
-        sums = np.add.reduceat(x, boundaries[:-1])
-        noisy_sums = np.asarray(value_mechanism.randomise(sums, rng=source), dtype=np.float64)
-        values = noisy_sums / widths
-        bin_std = math.sqrt(2.0) * value_mechanism.scale / widths
-    else:
-        medians = bin_statistic(x, boundaries, "median")
-        values = np.asarray(value_mechanism.randomise(medians, rng=source), dtype=np.float64)
-        bin_std = np.full(k, math.sqrt(2.0) * value_mechanism.scale)
-    return PublishedHistogram(
-        estimates=np.repeat(values, widths),
-        bins=boundaries.astype(np.int64),
-        epsilon=eps,
-        method=f"structure_first_{statistic}",
-        errors=np.repeat(bin_std, widths),
-        edges=unit_edges,
-        details={
-            "n_bins": k,
-            "statistic": statistic,
-            "epsilon_structure": eps_structure,
-            "epsilon_values": eps_values,
-            "max_count": None if statistic == "median" else bound,
-            "utility_sensitivity": utility_sensitivity,
-            "sampler": sampler,
-            "scale": value_mechanism.scale,
-            "remaining": remaining,
-        },
-    )
+    payer = as_accountant(accountant)
+
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        source = source_for(rng)
+        if structure_is_public:
+            boundaries = np.linspace(0, n, k + 1).astype(np.int64) if k == 1 else np.arange(n + 1)
+        else:
+            objective: Literal["sse", "sae"] = "sse" if statistic == "mean" else "sae"
+            clipped = np.minimum(x, bound) if statistic == "mean" else x
+            draw = sample_structure if sampler == "paper" else sample_structure_joint
+            boundaries = draw(clipped, k, eps_structure, utility_sensitivity, objective, source)
+        widths = np.diff(boundaries)
+        if statistic == "mean":
+            sums = np.add.reduceat(x, boundaries[:-1])
+            noisy_sums = np.asarray(value_mechanism.randomise(sums, rng=source), dtype=np.float64)
+            values = noisy_sums / widths
+            bin_std = math.sqrt(2.0) * value_mechanism.scale / widths
+        else:
+            medians = bin_statistic(x, boundaries, "median")
+            values = np.asarray(value_mechanism.randomise(medians, rng=source), dtype=np.float64)
+            bin_std = np.full(k, math.sqrt(2.0) * value_mechanism.scale)
+        return PublishedHistogram(
+            estimates=np.repeat(values, widths),
+            bins=boundaries.astype(np.int64),
+            epsilon=eps,
+            method=f"structure_first_{statistic}",
+            errors=np.repeat(bin_std, widths),
+            edges=unit_edges,
+            details={
+                "n_bins": k,
+                "statistic": statistic,
+                "epsilon_structure": eps_structure,
+                "epsilon_values": eps_values,
+                "max_count": None if statistic == "median" else bound,
+                "utility_sensitivity": utility_sensitivity,
+                "sampler": sampler,
+                "scale": value_mechanism.scale,
+                "remaining": remaining,
+            },
+        )
+
+    return charge_and_run(payer, Budget(eps), f"histogram: structure-first ({statistic})", release)

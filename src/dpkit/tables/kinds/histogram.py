@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from dpkit._checks import exact
+from dpkit.histograms._labels import bin_labels
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
 from dpkit.tables.kinds.mode import domain_slots
 from dpkit.tables.validation import ValidatedQuery
 
-__all__ = ["bin_labels", "release", "unit_epsilon"]
+__all__ = ["release", "unit_epsilon"]
 
 
 def unit_epsilon(epsilon: float, k: int) -> float:
@@ -34,18 +35,6 @@ def unit_epsilon(epsilon: float, k: int) -> float:
     while exact(out) > target:
         out = math.nextafter(out, 0.0)
     return out
-
-
-def bin_labels(edges: tuple[float, ...]) -> list[str]:
-    """Readable bin labels: the shortest number format that tells every edge apart."""
-    for digits in range(3, 18):
-        text = [f"{e:.{digits}g}" for e in edges]
-        if len(set(text)) == len(text):
-            break
-    last = len(edges) - 2
-    return [
-        f"[{text[i]}, {text[i + 1]}{']' if i == last else ')'}" for i in range(len(edges) - 1)
-    ]
 
 
 def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
