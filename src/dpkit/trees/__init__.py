@@ -11,7 +11,7 @@ representation) with two criterion families on top, classification and regressio
 
 * :class:`DPDecisionTreeRegressor`: one private tree (greedy exponential-
   mechanism splits with a size-free utility and private median leaves by
-  default; random trees; the paper of the regression-tree paper (Hoang & Thuc, 2020) for reproduction).
+  default; random trees; the regression-tree paper's algorithms (Hoang & Thuc, 2020) for reproduction).
 * :class:`DPRandomForestRegressor`: private boosting (default), or forests of
   private trees on disjoint partitions.
 * :func:`export_text`, :func:`export_rules`, :func:`export_graphviz`.
