@@ -41,6 +41,7 @@ from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.release import Release
 from dpkit.tables import costing
 from dpkit.tables import queries as Q
+from dpkit.tables.engines import _sql
 from dpkit.tables.engines.base import ColumnKind, Engine
 from dpkit.tables.execution import execute
 from dpkit.tables.filters import Where
@@ -248,12 +249,22 @@ class Session:
                 f"types names columns the file does not have: {unknown}; its columns are "
                 f"{sorted(header.columns)}."
             )
-        if declared:
-            read["dtype"] = declared
-        if not infer_types:
-            read["all_varchar"] = True
-        rel = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
-        inferred = [c for c in rel.columns if c not in declared]
+        column_types = {c: "VARCHAR" for c in header.columns}
+        if infer_types:  # DuckDB's sniffer reads a sample of the rows: announced below
+            sniffed = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
+            column_types.update({c: str(t) for c, t in zip(sniffed.columns, sniffed.types)})
+        column_types.update(declared)
+        # Every cell is read as text and converted on its own (TRY_CAST): a malformed cell
+        # in a typed column is a missing value (null policy), never a failure at query
+        # time, which could happen on one neighbour only, after the charge.
+        exprs = [
+            _sql.quote(c)
+            if t.upper() in ("VARCHAR", "TEXT", "STRING")
+            else f"TRY_CAST(concat({_sql.quote(c)}, '') AS {t}) AS {_sql.quote(c)}"
+            for c, t in column_types.items()
+        ]
+        rel = _guard_read(lambda: header.project(", ".join(exprs)), "CSV file")
+        inferred = [c for c in header.columns if c not in declared]
         if inferred and infer_types:
             warnings.warn(
                 f"the types of columns {inferred} were inferred from the CSV's rows (a function "
@@ -316,6 +327,16 @@ class Session:
         if not isinstance(df, pd.DataFrame):
             raise InvalidParameterError(
                 f"from_pandas needs a pandas DataFrame, got {type(df).__name__}."
+            )
+        inferred = [str(c) for c, t in df.dtypes.items() if t == object]
+        if inferred:
+            warnings.warn(
+                f"columns {inferred} have pandas dtype 'object', so DuckDB infers their types "
+                "from the values (a function of the data, which dpkit then treats as public). "
+                "Give them a typed dtype first (e.g. df.astype({'col': 'string'}), 'Int64', "
+                "'float64', 'category').",
+                PrivacyWarning,
+                stacklevel=2,
             )
         con = connect()
         rel = _guard_read(lambda: con.from_df(df), "DataFrame")
