@@ -132,11 +132,23 @@ def test_an_undeclared_label_does_not_make_fit_fail(name: str) -> None:
 
 # -- audits ------------------------------------------------------------------------------
 
-# One row at x = 0.2 flips the majority there (and overall): 3:3 → 3:4.
-_X = np.array([[0.2]] * 6 + [[0.8]] * 6)
-_Y = np.array([0, 0, 0, 1, 1, 1] * 2)
-_X_PRIME = np.vstack([_X, [[0.2]]])
-_Y_PRIME = np.append(_Y, 1)
+# Classifiers: one row at x = 0.2 flips the majority there (and overall): 3:3 → 3:4.
+# Regressors: one row is the whole median (0.1 ×20, 0.5, 0.9 ×20); without it any
+# value in (0.1, 0.9) is a median. Both pairs are neighbours (one row added).
+_PAIRS = {
+    "classifier": (
+        np.array([[0.2]] * 6 + [[0.8]] * 6),
+        np.array([0, 0, 0, 1, 1, 1] * 2),
+        np.array([[0.2]] * 7 + [[0.8]] * 6),
+        np.array([0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1]),
+    ),
+    "regressor": (
+        np.array([[0.2]] * 41),
+        np.array([0.1] * 20 + [0.9] * 20 + [0.5]),
+        np.array([[0.2]] * 40),
+        np.array([0.1] * 20 + [0.9] * 20),
+    ),
+}
 _POINT = np.array([[0.2]])
 
 
@@ -156,9 +168,10 @@ def _predictions(name: str, X: np.ndarray, y: np.ndarray, epsilon: float, n: int
 
 def _audit(name: str, spent: float, n: int) -> Any:
     claimed = 1.0
-    a = _predictions(name, _X, _Y, spent, n, seed=1)
-    b = _predictions(name, _X_PRIME, _Y_PRIME, spent, n, seed=2)
-    return audit_samples(a, b, epsilon=claimed, min_count=max(50, n // 20))
+    X, y, X_prime, y_prime = _PAIRS["regressor" if "regressor" in name else "classifier"]
+    a = _predictions(name, X, y, spent, n, seed=1)
+    b = _predictions(name, X_prime, y_prime, spent, n, seed=2)
+    return audit_samples(a, b, epsilon=claimed, min_count=max(40, n // 20))
 
 
 def test_tree_classifier_audit_passes_and_refutes_a_broken_variant() -> None:
