@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint typecheck unit java postgres scanners bench clean
+.PHONY: demo test lint typecheck unit java postgres scanners bench audit clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -59,6 +59,10 @@ postgres:
 
 scanners: $(VENV)/.installed-dev $(DUCKDB14)/.installed postgres
 	DPKIT_REQUIRE_SCANNERS=1 PYTHONPATH=$(DUCKDB14) $(BIN)/python -m pytest -q tests/tables/test_sql_scanners.py
+
+# The full statistical privacy audits (tests marked audit; minutes, not part of make test).
+audit: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -s -m audit tests
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/pip install -q opendp
