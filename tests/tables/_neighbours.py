@@ -175,7 +175,9 @@ def write_csv(rows: list[Row], path: Any) -> None:
 #: ``details`` entries that are noisy by design (they are releases themselves).
 NOISY_DETAILS = frozenset({"noisy_count", "published"})
 #: With ``bounds="private"`` the bounds are a release, and so is everything scaled by them.
-PRIVATE_BOUNDS_NOISY = frozenset({"bounds", "scale", "half_width"})
+PRIVATE_BOUNDS_NOISY = frozenset({"bounds", "bounds_found", "scale", "half_width"})
+#: The fallback warning of ``bounds="private"`` follows the noisy histogram (post-processing).
+PRIVATE_BOUNDS_WARNING = "bounds='private' found no coarse bin"
 #: With private keys, how many groups passed the threshold is a release.
 PRIVATE_KEYS_NOISY = frozenset({"groups"})
 
@@ -291,9 +293,12 @@ def record(session: Session, call: Callable[[Session], Any], opts: Options) -> T
                 result = [_release_view(r, opts) for r in out]
             else:
                 result = _release_view(out, opts)
+    seen = [(w.category.__name__, str(w.message)) for w in caught]
+    if opts.private_bounds:
+        seen = [w for w in seen if not w[1].startswith(PRIVATE_BOUNDS_WARNING)]
     return Transcript(
         error=error,
-        warnings=[(w.category.__name__, str(w.message)) for w in caught],
+        warnings=seen,
         result=result,
         ledger=[(c.label, c.cost, c.scopes) for c in session.accountant.history],
         remaining=session.remaining,

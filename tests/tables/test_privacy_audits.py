@@ -104,12 +104,17 @@ class Case:
     """A per-group query, a table and its neighbour (both per group), and how to read a sample."""
 
     id: str
-    call: Callable[[Session, list[str]], Any]  # (session, keys) -> GroupedRelease
+    call: Callable[[Session, list[str] | None], Any]  # (session, keys or None) -> release
     table: list[Row]
     neighbour: list[Row]
     sample: Callable[[Any], float] = float
     delta: float = 0.0
     broken: str = "epsilon"  # or "threshold"
+
+
+def _by(keys: list[str] | None) -> dict[str, Any]:
+    """group_by the copy key with public ``keys``, or no grouping for ``None``."""
+    return {} if keys is None else {"group_by": "key", "keys": keys}
 
 
 def _keys(m: int) -> list[str]:
@@ -119,56 +124,50 @@ def _keys(m: int) -> list[str]:
 CASES = [
     Case(
         "count",
-        lambda s, keys: s.count(epsilon=EPS, group_by="key", keys=keys),
+        lambda s, keys: s.count(epsilon=EPS, **_by(keys)),
         _rows([1, 2, 3]),
         _rows([1, 2, 3, 4]),
     ),
     Case(
         "sum",
-        lambda s, keys: s.sum("x", epsilon=EPS, bounds=BOUNDS, group_by="key", keys=keys),
+        lambda s, keys: s.sum("x", epsilon=EPS, bounds=BOUNDS, **_by(keys)),
         _rows([0, 0, 0]),
         _rows([0, 0, 0, 100]),
     ),
     Case(
         "mean",
-        lambda s, keys: s.mean("x", epsilon=EPS, bounds=BOUNDS, group_by="key", keys=keys),
+        lambda s, keys: s.mean("x", epsilon=EPS, bounds=BOUNDS, **_by(keys)),
         _rows([0, 0]),
         _rows([0, 0, 100]),
     ),
     Case(
         "variance",
-        lambda s, keys: s.variance("x", epsilon=EPS, bounds=BOUNDS, group_by="key", keys=keys),
+        lambda s, keys: s.variance("x", epsilon=EPS, bounds=BOUNDS, **_by(keys)),
         _rows([0, 0]),
         _rows([0, 0, 100]),
     ),
     Case(
         "median",
-        lambda s, keys: s.median(
-            "x", epsilon=EPS, bounds=BOUNDS, grid_size=21, group_by="key", keys=keys
-        ),
+        lambda s, keys: s.median("x", epsilon=EPS, bounds=BOUNDS, grid_size=21, **_by(keys)),
         _rows([0, 0, 100, 100]),
         _rows([0, 0, 100, 100, 100]),
     ),
     Case(
         "max",
-        lambda s, keys: s.max(
-            "x", epsilon=EPS, bounds=BOUNDS, grid_size=21, group_by="key", keys=keys
-        ),
+        lambda s, keys: s.max("x", epsilon=EPS, bounds=BOUNDS, grid_size=21, **_by(keys)),
         _rows([0, 0]),
         _rows([0, 0, 100]),
     ),
     Case(
         "mode",
-        lambda s, keys: s.mode("g", epsilon=EPS, domain=["a", "b"], group_by="key", keys=keys),
+        lambda s, keys: s.mode("g", epsilon=EPS, domain=["a", "b"], **_by(keys)),
         _rows([0, 0, 0, 0], ["a", "a", "b", "b"]),
         _rows([0, 0, 0, 0, 0], ["a", "a", "b", "b", "b"]),
         sample=lambda label: float(label == "b"),
     ),
     Case(
         "histogram",
-        lambda s, keys: s.histogram(
-            "x", epsilon=EPS, bins=4, bounds=BOUNDS, group_by="key", keys=keys
-        ),
+        lambda s, keys: s.histogram("x", epsilon=EPS, bins=4, bounds=BOUNDS, **_by(keys)),
         _rows([10, 60]),
         _rows([10, 60, 90]),
         sample=lambda counts: float(counts[3]),
@@ -181,8 +180,7 @@ CASES = [
             bins=4,
             bounds=BOUNDS,
             method="hierarchical",
-            group_by="key",
-            keys=keys,
+            **_by(keys),
         ),
         _rows([10, 60]),
         _rows([10, 60, 90]),
@@ -258,15 +256,14 @@ def _two_queries(
     s = Session.from_pandas(frame, epsilon=1e6, rng=seed, **opts)
     a, b = s.run(
         [
-            Query("sum", "x", epsilon=EPS / 2, bounds=BOUNDS, group_by="key", keys=keys),
+            Query("sum", "x", epsilon=EPS / 2, bounds=BOUNDS, **_by(keys)),
             Query(
                 "sum",
                 "x",
                 epsilon=EPS / 2,
                 bounds=BOUNDS,
                 where={"g": "a"},
-                group_by="key",
-                keys=keys,
+                **_by(keys),
             ),
         ]
     )
@@ -361,13 +358,12 @@ def test_full_audit_grouped(case: Case, monkeypatch: pytest.MonkeyPatch) -> None
 
 def _ungrouped_samples(case: Case, rows: list[Row], runs: int, seed: int) -> np.ndarray:
     """The same query without group_by, once per run on one session (the ungrouped code path)."""
-    frame = pd.DataFrame(rows) if rows else pd.DataFrame({"x": [0.0], "g": ["a"]})
+    frame = pd.DataFrame(rows)
     frame["key"] = "k000000"
     s = Session.from_pandas(frame, epsilon=1e9, delta=0.5, rng=seed)
     out = np.empty(runs)
     for i in range(runs):
-        r = case.call(s, ["k000000"])
-        out[i] = case.sample(r.value["k000000"])
+        out[i] = case.sample(case.call(s, None).value)
     return out
 
 
