@@ -356,3 +356,84 @@ def test_csv_people(pair: Pair, csv_dir: str) -> None:
         UNIT_CASES,
         pair,
     )
+
+
+# ------------------------------------------------------------------------ Spark
+
+#: Spark runs the same kinds through another engine; a few cheap cases, few examples.
+SPARK_IDS = {
+    "count",
+    "sum-float",
+    "mean-text-coerced",
+    "quantile",
+    "histogram-bins",
+    "count-by-private",
+    "sum-by-private",
+    "count-where-date",
+    "count-where-timestamp",
+}
+SPARK_UNIT_IDS = {"unit-sum", "unit-count-by-private"}
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime (install openjdk-17-jre-headless) for PySpark")
+    pyspark_sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[1]")
+        .appName("dpkit-transcripts")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _spark_session(spark: Any, rows: list[dict[str, Any]], **unit: Any) -> Session:
+    from pyspark.sql import types as T
+
+    schema = T.StructType(
+        [
+            T.StructField("pid", T.LongType()),
+            T.StructField("x", T.DoubleType()),
+            T.StructField("cnt", T.LongType()),
+            T.StructField("t", T.StringType()),
+            T.StructField("flag", T.BooleanType()),
+            T.StructField("day", T.DateType()),
+            T.StructField("ts", T.TimestampNTZType()),
+            T.StructField("g", T.StringType()),
+        ]
+    )
+    data = [
+        tuple(float("nan") if c == "x" and r[c] is None else r[c] for c in schema.fieldNames())
+        for r in rows
+    ]
+    frame = spark.createDataFrame(data, schema=schema)
+    return Session.from_spark(frame, schema=SCHEMA, rng=SEED, **BUDGET, **unit)
+
+
+@pytest.mark.spark
+@settings(_SETTINGS, max_examples=3)
+@given(pair=neighbours())
+def test_spark_rows(pair: Pair, spark: Any) -> None:
+    _compare_all(
+        lambda rows: _spark_session(spark, rows), [c for c in CASES if c.id in SPARK_IDS], pair
+    )
+
+
+@pytest.mark.spark
+@settings(_SETTINGS, max_examples=3)
+@given(pair=neighbours(max_rows_per_person=4))
+def test_spark_people(pair: Pair, spark: Any) -> None:
+    _compare_all(
+        lambda rows: _spark_session(spark, rows, privacy_unit="pid", max_contributions=2),
+        [c for c in UNIT_CASES if c.id in SPARK_UNIT_IDS],
+        pair,
+    )
