@@ -380,3 +380,21 @@ def test_a_malformed_cell_in_a_declared_csv_column_is_no_membership_oracle(
             record(s, lambda s: s.count(column, epsilon=1.0), Options(additive=True))
         )
     assert_same(*transcripts)
+
+
+# -- class 6 (pandas): an object column's type is read off its values --------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "issue 11 class 6: from_pandas lets DuckDB infer an object column's type from its "
+        "values (one string turns a numeric column into text) without a PrivacyWarning"
+    ),
+)
+def test_from_pandas_announces_types_inferred_from_object_columns() -> None:
+    """Today [1.5, 2.5, 3.0] as object dtype is numeric, and with one more person's "abc"
+    it is text (every numeric query on it then refused): an ε = ∞ distinguisher."""
+    numbers = pd.DataFrame({"x": pd.Series([1.5, 2.5, 3.0], dtype=object), "g": ["a", "b", "c"]})
+    with pytest.warns(PrivacyWarning, match="'x'"):
+        Session.from_pandas(numbers, epsilon=1.0)
