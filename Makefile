@@ -60,7 +60,8 @@ postgres:
 scanners: $(VENV)/.installed-dev $(DUCKDB14)/.installed postgres
 	DPKIT_REQUIRE_SCANNERS=1 PYTHONPATH=$(DUCKDB14) $(BIN)/python -m pytest -q tests/tables/test_sql_scanners.py
 
-# The full statistical privacy audits (tests marked audit; minutes, not part of make test).
+# The full statistical privacy audits (tests marked audit; about 10 minutes on 2 cores, not
+# part of make test, whose fast subset runs in seconds).
 audit: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -s -m audit tests
 
