@@ -60,9 +60,10 @@ postgres:
 scanners: $(VENV)/.installed-dev $(DUCKDB14)/.installed postgres
 	DPKIT_REQUIRE_SCANNERS=1 PYTHONPATH=$(DUCKDB14) $(BIN)/python -m pytest -q tests/tables/test_sql_scanners.py
 
-# The full statistical privacy audits (tests marked audit; minutes, not part of make test).
+# The full statistical privacy audits (tests marked audit; about 15 minutes on 2 cores, not
+# part of make test, whose fast subset runs in seconds).
 audit: $(VENV)/.installed-dev java
-	$(BIN)/python -m pytest -q -m audit tests
+	$(BIN)/python -m pytest -q -s -m audit tests
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/pip install -q opendp
