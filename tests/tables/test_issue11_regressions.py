@@ -389,13 +389,6 @@ def test_two_sessions_on_one_accountant_from_threads_never_overspend() -> None:
 # -- class 3 (CSV): a cell that does not parse as its declared type -----------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 11 class 3: from_csv(types=...) scans lazily; one neighbour's malformed cell "
-        "makes every query fail after the charge (ReleaseFailedError) while the other answers"
-    ),
-)
 @pytest.mark.parametrize(
     ("column", "declared", "bad"),
     [("x", "DOUBLE", "abc"), ("day", "DATE", "2020-13-45"), ("flag", "BOOLEAN", "maybe")],
@@ -424,13 +417,6 @@ def test_a_malformed_cell_in_a_declared_csv_column_is_no_membership_oracle(
 # -- class 6 (pandas): an object column's type is read off its values --------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 11 class 6: from_pandas lets DuckDB infer an object column's type from its "
-        "values (one string turns a numeric column into text) without a PrivacyWarning"
-    ),
-)
 def test_from_pandas_announces_types_inferred_from_object_columns() -> None:
     """Today [1.5, 2.5, 3.0] as object dtype is numeric, and with one more person's "abc"
     it is text (every numeric query on it then refused): an ε = ∞ distinguisher."""
