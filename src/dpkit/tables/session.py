@@ -328,7 +328,7 @@ class Session:
             raise InvalidParameterError(
                 f"from_pandas needs a pandas DataFrame, got {type(df).__name__}."
             )
-        inferred = [str(c) for c, t in df.dtypes.items() if t == object]
+        inferred = [str(c) for c, t in df.dtypes.items() if pd.api.types.is_object_dtype(t)]
         if inferred:
             warnings.warn(
                 f"columns {inferred} have pandas dtype 'object', so DuckDB infers their types "
