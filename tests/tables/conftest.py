@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -34,3 +39,30 @@ def people() -> pd.DataFrame:
 def session(people: pd.DataFrame) -> Session:
     """A seeded session with a large budget (tests only)."""
     return Session.from_pandas(people, epsilon=1000.0, delta=1e-3, rng=12345)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local Spark session per test module (start-up costs ~10 s).
+
+    Skipped only when PySpark or a Java runtime is missing (``make test`` installs both).
+    """
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime (install openjdk-17-jre-headless) for PySpark")
+    pyspark_sql = pytest.importorskip(
+        "pyspark.sql", reason="PySpark is not installed (pip install dpkit[spark])"
+    )
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[1]")
+        .appName("dpkit-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

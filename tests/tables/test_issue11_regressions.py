@@ -155,29 +155,6 @@ def _class2_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return without_q, with_q
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    import os
-    import shutil
-
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime for PySpark")
-    pyspark_sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed")
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[1]")
-        .appName("dpkit-issue11")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "1")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 @pytest.mark.spark
 def test_removing_another_person_does_not_change_which_rows_are_kept_on_spark(spark: Any) -> None:
     """The same on Spark, where the row id used to be assigned after filtering."""

@@ -6,9 +6,6 @@ PySpark or a Java runtime is missing.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,28 +18,6 @@ from dpkit.tables.engines import Condition, Contribution, DuckDBEngine, Rows, Va
 from dpkit.tables.engines.duckdb_engine import connect
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime (install openjdk-17-jre-headless) for PySpark")
-    pyspark_sql = pytest.importorskip(
-        "pyspark.sql", reason="PySpark is not installed (pip install dpkit[spark])"
-    )
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[1]")
-        .appName("dpkit-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "1")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

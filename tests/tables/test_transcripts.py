@@ -375,27 +375,6 @@ SPARK_IDS = {
 SPARK_UNIT_IDS = {"unit-sum", "unit-count-by-private"}
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime (install openjdk-17-jre-headless) for PySpark")
-    pyspark_sql = pytest.importorskip("pyspark.sql", reason="PySpark is not installed")
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[1]")
-        .appName("dpkit-transcripts")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "1")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
-
 def _spark_session(spark: Any, rows: list[dict[str, Any]], **unit: Any) -> Session:
     from pyspark.sql import types as T
 
