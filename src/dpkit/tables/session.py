@@ -3,17 +3,19 @@
 A session binds a table (through an engine: DuckDB by default, or Spark), a
 :class:`~dpkit.tables.schema.Schema` of public metadata, and an
 :class:`~dpkit.accounting.Accountant` holding the budget (optionally persisted
-in a ledger file). Every query:
+in a ledger file). The session is a thin façade: every query method builds a
+frozen :class:`~dpkit.tables.specs.QuerySpec` and :meth:`Session.answer` runs
+it through the same steps, each in its own module:
 
-1. validates its public parameters (columns, bounds, domains, epsilon) and
-   computes its cost — no data is touched, so errors here reveal nothing;
-2. charges the accountant, which refuses (raising
-   :class:`~dpkit.errors.BudgetExceededError`) before anything is read;
-3. runs *one* aggregation inside the engine (clipped sums, counts per bucket
-   or per group), and
-4. adds calibrated noise with :mod:`dpkit.mechanisms` and returns a
-   :class:`~dpkit.Release` (or a :class:`GroupedRelease`) with the value, its
-   cost, a confidence interval and the budget left.
+1. :func:`~dpkit.tables.validation.validate` — every public parameter
+   (columns, literals as values of the declared types, bounds, domains, keys,
+   sizes) is checked with no data read, so errors here reveal nothing;
+2. :mod:`~dpkit.tables.costing` — the privacy event (ε, δ) and ledger label;
+3. :func:`~dpkit.accounting.charge_and_run` charges the accountant (refused
+   with :class:`~dpkit.errors.BudgetExceededError` before anything is read);
+4. :func:`~dpkit.tables.execution.execute` — one engine pass and calibrated
+   noise (:mod:`dpkit.tables.kinds`), the only step that reads data; a failure
+   there is one :class:`~dpkit.errors.ReleaseFailedError` for every dataset.
 
 Neighbouring relation: add or remove one row; with ``privacy_unit=`` add or
 remove all rows of one person, of which each query keeps at most
