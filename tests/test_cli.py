@@ -51,12 +51,12 @@ def test_histogram_without_public_bins_is_a_clear_error(tmp_path):
 
 def test_budget_command_shows_the_ledger(tmp_path):
     ledger = tmp_path / "study.ledger"
-    accountant = dpkit.Accountant(dpkit.Budget(1.0), ledger=ledger)
+    accountant = dpkit.Accountant(dpkit.Budget(1.0), ledger=ledger, dataset="study.csv")
     accountant.charge(dpkit.Budget(0.25), "mean age")
     accountant.close()
     result = runner.invoke(app, ["budget", str(ledger)], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
-    assert "mean age" in result.output
+    assert "mean age" in result.output and "guards the dataset: study.csv" in result.output
     assert "remaining: ε=0.75" in result.output
 
 

@@ -158,6 +158,8 @@ def budget(
             )
         console = Console()
         console.print(table)
+        if accountant.dataset is not None:
+            console.print(f"guards the dataset: {accountant.dataset}", highlight=False)
         console.print(f"spent: {accountant.spent}; remaining: {accountant.remaining}")
     finally:
         accountant.close()
