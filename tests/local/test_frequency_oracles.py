@@ -179,7 +179,16 @@ SECRET = 987654321
 @pytest.mark.parametrize("cls", ORACLES)
 def test_values_outside_domain_never_quoted(cls):
     oracle = cls(epsilon=1.0, domain=4)
-    for values in (np.array([0, 1, SECRET]), np.array([0, -SECRET]), [0, "s987654321"]):
+    hostile = (
+        np.array([0, 1, SECRET]),
+        np.array([0, -SECRET]),
+        np.array([0, 2**64 - SECRET], dtype=np.uint64),
+        [0, "s987654321"],
+        [0, None],
+        [0, float("nan")],
+        [0, 1.5],
+    )
+    for values in hostile:
         with pytest.raises(DataError) as info:
             oracle.perturb(values, rng=1)
         assert "987654321" not in str(info.value)
@@ -212,3 +221,25 @@ def test_bad_reports(cls):
         oracle.estimate(good, level=1.5)
     with pytest.raises(InvalidParameterError):
         oracle.variance(0)
+
+
+def test_olh_supports_match_the_hash_definition():
+    # The blocked uint32 counter against ((a v + b) mod P) mod g == y computed directly.
+    from dpkit.local.frequency_oracles import HASH_PRIME
+
+    oracle = OptimizedLocalHashing(epsilon=1.5, domain=37)
+    reports = oracle.perturb(np.arange(500) % 37, rng=41)
+    reports[:3, :2] = [[HASH_PRIME - 1, HASH_PRIME - 1], [1, 0], [HASH_PRIME - 2, 5]]  # extremes
+    a, b, y = (reports[:, i, None] for i in range(3))
+    direct = (((a * np.arange(37) + b) % HASH_PRIME) % oracle.g == y).sum(axis=0)
+    assert np.array_equal(oracle._supports(reports)[1], direct)
+
+
+@pytest.mark.parametrize("cls", ORACLES)
+def test_single_report_form(cls):
+    oracle = cls(epsilon=1.0, domain=["a", "b", "c"])
+    one = oracle.perturb_one("b", rng=7)
+    many = oracle.perturb(np.array(["b"], dtype=object), rng=7)
+    assert np.array_equal(np.asarray(one), many[0])
+    with pytest.raises(DataError):
+        oracle.perturb_one("z", rng=7)

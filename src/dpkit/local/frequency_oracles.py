@@ -34,7 +34,7 @@ from dpkit.mechanisms.randomized_response import RandomizedResponse
 HASH_PRIME = (1 << 31) - 1
 _MAX_DOMAIN = HASH_PRIME - 1
 _MAX_HASH_RANGE = 1 << 20
-_OLH_BLOCK = 1 << 15  # reports per block in OLH's support counting (fits in cache)
+_OLH_BLOCK = 1 << 16  # reports per block in OLH's support counting (fits in L2 cache)
 
 
 def _domain_labels(domain: object) -> tuple[list[Any], bool]:
@@ -108,6 +108,10 @@ class FrequencyOracle:
     def perturb(self, values: ArrayLike, rng: object = None) -> NDArray[np.int64]:
         """Client side: one ε-LDP report per value (vectorised over respondents)."""
         return self._perturb_codes(self.encode(values), as_source(rng))
+
+    def perturb_one(self, value: Any, rng: object = None) -> Any:
+        """Client side, one respondent: the ε-LDP report of a single value."""
+        return self.perturb(np.array([value], dtype=object), rng=rng)[0]
 
     def estimate(self, reports: ArrayLike, *, level: float = 0.95) -> FrequencyEstimate:
         """Server side: unbiased counts with variances and confidence intervals.
@@ -325,8 +329,8 @@ def _olh_supports(
     """C_v = #{i : ((a_i v + b_i) mod P) mod g = y_i} for every v, by blocks of reports.
 
     (a v + b) mod P advances by a (mod P) from one v to the next, so each step
-    is an add and a conditional subtract in uint32 (both residues < 2^31): no
-    multiplication and no 64-bit modulo inside the loop.
+    is an add and a wrapped subtract in uint32 (both residues < 2^31, so the sum
+    fits): no multiplication and no 64-bit modulo inside the loop.
     """
     supports = np.zeros(d, dtype=np.int64)
     prime = np.uint32(HASH_PRIME)
@@ -337,13 +341,16 @@ def _olh_supports(
         target = y[start:stop].astype(np.uint32)
         residue = b[start:stop].astype(np.uint32)  # (a * 0 + b) mod P
         hashed = np.empty_like(residue)
-        wrap = np.empty(residue.shape, dtype=bool)
+        reduced = np.empty_like(residue)
+        match = np.empty(residue.shape, dtype=bool)
         for v in range(d):
             np.remainder(residue, modulus, out=hashed)
-            supports[v] += np.count_nonzero(hashed == target)
-            residue += step
-            np.greater_equal(residue, prime, out=wrap)
-            np.subtract(residue, prime, out=residue, where=wrap)
+            np.equal(hashed, target, out=match)
+            supports[v] += np.count_nonzero(match)
+            np.add(residue, step, out=residue)
+            # residue - P wraps round to a huge uint32 unless residue >= P: min() is the mod.
+            np.subtract(residue, prime, out=reduced)
+            np.minimum(residue, reduced, out=residue)
     return supports
 
 
