@@ -36,20 +36,20 @@ def _population() -> np.ndarray:
     return np.repeat(np.arange(D), TRUE_COUNTS)
 
 
-def _repeated_estimates(cls: type, epsilon: float, seed: int) -> tuple[object, np.ndarray]:
+def _repeated_estimates(cls: type, epsilon: float, seed: int) -> tuple[object, list]:
     """RUNS independent surveys of the same population, perturbed in one vectorised call."""
     oracle = cls(epsilon=epsilon, domain=D)
     values = np.tile(_population(), RUNS)
     reports = oracle.perturb(values, rng=seed)
     per_run = reports.reshape(RUNS, N, *reports.shape[1:])
-    counts = np.array([oracle.estimate(run).counts for run in per_run])
-    return oracle, counts
+    return oracle, [oracle.estimate(run) for run in per_run]
 
 
 @pytest.mark.parametrize("cls", ORACLES)
-def test_unbiased_and_variance_matches_formula(cls):
+def test_unbiased_variance_matches_formula_and_intervals_cover(cls):
     # Claim: E[count_v] = n_v, and Var[count_v] = n q*(1-q*)/(p*-q*)^2 + n_v (1-p*-q*)/(p*-q*).
-    oracle, counts = _repeated_estimates(cls, 1.0, seed=11)
+    oracle, estimates = _repeated_estimates(cls, 1.0, seed=11)
+    counts = np.array([e.counts for e in estimates])
     formula = oracle.variance(N, counts=TRUE_COUNTS)
     mean_error = counts.mean(axis=0) - TRUE_COUNTS
     # Generous: 5 standard errors of the mean over RUNS surveys.
@@ -58,6 +58,9 @@ def test_unbiased_and_variance_matches_formula(cls):
     # Each ratio has a relative sampling sd of sqrt(2/RUNS) ~ 8%.
     assert 0.8 < ratio.mean() < 1.2, ratio
     assert np.all((ratio > 0.7) & (ratio < 1.3)), ratio
+    # The 95% normal-approximation intervals cover the truth about 95% of the time.
+    covered = [(e.ci_low <= TRUE_COUNTS) & (TRUE_COUNTS <= e.ci_high) for e in estimates]
+    assert 0.93 < np.mean(covered) < 0.97
 
 
 @pytest.mark.parametrize("cls", ORACLES)
