@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from dpkit import histograms, mechanisms
+from dpkit import histograms, local, mechanisms
 from dpkit.accounting import Accountant, Budget, ChargeRecord
 from dpkit.errors import (
     BudgetExceededError,
@@ -49,5 +49,6 @@ __all__ = [
     "Session",
     "__version__",
     "histograms",
+    "local",
     "mechanisms",
 ]

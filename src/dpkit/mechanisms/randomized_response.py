@@ -149,7 +149,18 @@ class RandomizedResponse:
 
     def randomise(self, values: ArrayLike, rng: object = None) -> NDArray[Any]:
         """Randomise each answer independently; returns an array of categories."""
-        codes = self._codes(values)
+        out = self.randomise_codes(self._codes(values), rng=rng)
+        categories = np.empty(len(self.categories), dtype=object)
+        categories[:] = self.categories
+        return categories[out].reshape(np.shape(values))
+
+    def randomise_codes(self, codes: NDArray[np.int64], rng: object = None) -> NDArray[np.int64]:
+        """Randomise category *indices* (0..k-1, already checked); returns indices.
+
+        The same exact sampler as :meth:`randomise`, without the label lookup:
+        for callers (``dpkit.local``) that hold codes already.
+        """
+        codes = np.asarray(codes, dtype=np.int64).ravel()
         source = as_source(rng)
         k = len(self.categories)
         out = np.empty(codes.size, dtype=np.int64)
@@ -168,9 +179,7 @@ class RandomizedResponse:
                 )
             out[pending[accept]] = proposal[accept]
             pending = pending[~accept]
-        categories = np.empty(len(self.categories), dtype=object)
-        categories[:] = self.categories
-        return categories[out].reshape(np.shape(values))
+        return out
 
     def estimate(self, responses: ArrayLike, *, level: float = 0.95) -> dict[Any, Release]:
         """Unbiased frequency estimate for each category, with a confidence interval.

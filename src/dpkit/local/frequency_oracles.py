@@ -1,0 +1,381 @@
+"""Frequency oracles for local DP (Wang et al., "Locally Differentially Private
+Protocols for Frequency Estimation", USENIX Security 2017).
+
+Each respondent runs ``perturb`` on their own value and sends only the report;
+the collector runs ``estimate`` on all reports. Neighbouring relation: *one
+respondent's value changed* (local DP); every report on its own is ε-LDP, so
+the collection of reports, and anything computed from it, is ε-LDP for each
+respondent. Every oracle here is *pure* (see ``_estimate.py``) and shares one
+unbiased estimator, its variance formula and normal-approximation intervals.
+
+All randomness comes from dpkit's exact sources (``rng=None``: the OS CSPRNG)
+through :class:`dpkit.mechanisms.RandomizedResponse`'s exact sampler; ε is
+rounded *down* to a rational first, so the realised ε never exceeds the one
+declared, and the estimators use the probabilities actually sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpkit._checks import MEMORY_CEILING, check_level
+from dpkit.errors import DataError, InvalidParameterError
+from dpkit.local._estimate import FrequencyEstimate, count_variance, estimate_from_supports
+from dpkit.mechanisms._random import as_source
+from dpkit.mechanisms.randomized_response import RandomizedResponse
+
+#: The prime of OLH's universal hash ((a v + b) mod P) mod g (a Mersenne prime, 2^31 - 1):
+#: sums of two residues stay below 2^32, so the estimator can run in uint32.
+HASH_PRIME = (1 << 31) - 1
+_MAX_DOMAIN = HASH_PRIME - 1
+_MAX_HASH_RANGE = 1 << 20
+_OLH_BLOCK = 1 << 16  # reports per block in OLH's support counting (fits in L2 cache)
+
+
+def _domain_labels(domain: object) -> tuple[list[Any], bool]:
+    """The declared domain as a list of labels, and whether it was given as a size d."""
+    if isinstance(domain, int | np.integer) and not isinstance(domain, bool | np.bool_):
+        d = int(domain)
+        if not 2 <= d <= _MAX_DOMAIN:
+            raise InvalidParameterError(
+                f"domain must be a size d with 2 <= d <= {_MAX_DOMAIN} (values 0..d-1) "
+                "or a sequence of at least two distinct labels."
+            )
+        return list(range(d)), True
+    if isinstance(domain, str | bytes) or not isinstance(domain, Sequence | np.ndarray):
+        raise InvalidParameterError(
+            "domain must be a size d (values 0..d-1) or a sequence of distinct labels; "
+            f"got an object of type {type(domain).__name__}."
+        )
+    labels = list(domain)
+    if len(labels) > _MAX_DOMAIN:
+        raise InvalidParameterError(f"domain has more than {_MAX_DOMAIN} labels.")
+    return labels, False
+
+
+def _integer_reports(reports: ArrayLike, *, ndim: int, what: str) -> NDArray[np.int64]:
+    """Reports as an int64 array of the expected rank; refuses empties and other types."""
+    try:
+        arr = np.asarray(reports)
+    except (TypeError, ValueError):
+        raise DataError(f"reports must be {what}.") from None
+    if arr.ndim != ndim or arr.dtype.kind not in "iub":
+        raise DataError(f"reports must be {what}.")
+    if arr.shape[0] == 0:
+        raise DataError("no reports to estimate from: collect at least one report.")
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise DataError(f"reports must be {what}; a report is out of range.")
+    return arr.astype(np.int64)
+
+
+class FrequencyOracle:
+    """Shared shape of the pure oracles: ``perturb``, ``estimate``, ``variance``.
+
+    Subclasses set ``p_star`` (probability that a report supports the
+    respondent's own value) and ``q_star`` (that it supports any other value).
+    """
+
+    name = "oracle"
+    p_star: float
+    q_star: float
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
+        labels, sized = _domain_labels(domain)
+        # Validates epsilon and the labels (distinct, at least two) and encodes labels.
+        self._labels_rr = RandomizedResponse(epsilon=epsilon, categories=labels)
+        self.epsilon = self._labels_rr.epsilon
+        self.domain: tuple[Any, ...] = tuple(labels)
+        self.d = len(labels)
+        self._sized = sized
+
+    def encode(self, values: ArrayLike) -> NDArray[np.int64]:
+        """Domain indices (0..d-1) of the values; DataError if one is outside the domain."""
+        arr = np.asarray(values) if isinstance(values, np.ndarray) else None
+        if self._sized and arr is not None and arr.dtype.kind in "iu":
+            codes = arr.astype(np.int64).ravel()
+            if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.d):
+                raise DataError(
+                    "a value is outside the declared domain 0..d-1; declare every value."
+                )
+            return codes
+        return self._labels_rr._codes(values)
+
+    def perturb(self, values: ArrayLike, rng: object = None) -> NDArray[np.int64]:
+        """Client side: one ε-LDP report per value (vectorised over respondents)."""
+        return self._perturb_codes(self.encode(values), as_source(rng))
+
+    def perturb_one(self, value: Any, rng: object = None) -> Any:
+        """Client side, one respondent: the ε-LDP report of a single value."""
+        return self.perturb(np.array([value], dtype=object), rng=rng)[0]
+
+    def estimate(self, reports: ArrayLike, *, level: float = 0.95) -> FrequencyEstimate:
+        """Server side: unbiased counts with variances and confidence intervals.
+
+        Post-processing of ε-LDP reports: no further privacy cost.
+        """
+        level = check_level(level)
+        n, supports = self._supports(reports)
+        return estimate_from_supports(
+            supports,
+            n=n,
+            p_star=self.p_star,
+            q_star=self.q_star,
+            oracle=self.name,
+            epsilon=self.epsilon,
+            domain=self.domain,
+            level=level,
+        )
+
+    def variance(self, n: int, *, counts: ArrayLike | None = None) -> NDArray[np.float64]:
+        """Variance of each estimated count among n reports.
+
+        Without ``counts``: Wang et al.'s value-free Var* = n q*(1-q*)/(p*-q*)^2
+        (exact for a value nobody holds, close for rare ones). With the true
+        ``counts`` n_v: the exact variance, Var* + n_v (1-p*-q*)/(p*-q*).
+        """
+        if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 1:
+            raise InvalidParameterError("n must be a positive integer (the number of reports).")
+        extra = 0.0 if counts is None else np.asarray(counts, dtype=np.float64)
+        return count_variance(int(n), self.p_star, self.q_star, extra)
+
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+        raise NotImplementedError
+
+    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon!r}, d={self.d})"
+
+
+class GeneralizedRandomizedResponse(FrequencyOracle):
+    """k-ary randomized response (k-RR, "direct encoding") over a declared domain.
+
+    Report: one domain index, the true one with probability
+    p = e^ε / (e^ε + d - 1), each other with q = 1 / (e^ε + d - 1).
+    Privacy: each report is ε-LDP for any change of that respondent's value,
+    since P(report y | v) / P(report y | v') <= p / q = e^ε for every y.
+    Sampled exactly by :class:`dpkit.mechanisms.RandomizedResponse`. With d = 2
+    and ε = ln 3 it is the coin-flip survey (p = 3/4).
+    Var* = n (e^ε + d - 2) / (e^ε - 1)^2: best for small domains.
+    ``perturb`` returns int64 indices (shape (n,)); ``estimate`` takes them.
+    """
+
+    name = "grr"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self.p_star = self._labels_rr.p_keep
+        self.q_star = self._labels_rr.p_other
+
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+        return self._labels_rr.randomise_codes(codes, rng=source)
+
+    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+        what = f"a 1-D integer array of domain indices in [0, {self.d}) (what perturb returns)"
+        arr = _integer_reports(reports, ndim=1, what=what)
+        if int(arr.min()) < 0 or int(arr.max()) >= self.d:
+            raise DataError(f"reports must be {what}; a report is out of range.")
+        return arr.size, np.bincount(arr, minlength=self.d).astype(np.int64)
+
+
+class _UnaryEncoding(FrequencyOracle):
+    """One bit per domain value; the respondent's bit is 1 w.p. p, every other w.p. q.
+
+    Privacy: two values v, v' change only the bits at v and v', so the ratio of
+    report probabilities is at most p (1 - q) / ((1 - p) q) (= e^ε here).
+    """
+
+    def _check_size(self, n: int) -> None:
+        if n * self.d * 8 > MEMORY_CEILING:
+            raise InvalidParameterError(
+                "n * d is too large for one unary-encoding call; perturb in batches."
+            )
+
+    def _one_hot(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        self._check_size(codes.size)
+        bits = np.zeros((codes.size, self.d), dtype=np.int64)
+        bits[np.arange(codes.size), codes] = 1
+        return bits
+
+    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+        what = f"a 2-D 0/1 array with one row per report and {self.d} columns (perturb's output)"
+        arr = _integer_reports(reports, ndim=2, what=what)
+        if arr.shape[1] != self.d:
+            raise DataError(f"reports must be {what}.")
+        if int(arr.min()) < 0 or int(arr.max()) > 1:
+            raise DataError(f"reports must be {what}; an entry is not 0 or 1.")
+        return arr.shape[0], arr.sum(axis=0).astype(np.int64)
+
+
+class SymmetricUnaryEncoding(_UnaryEncoding):
+    """Symmetric unary encoding (SUE, basic one-time RAPPOR).
+
+    Report: d bits; each bit of the one-hot encoding is kept with
+    p = e^(ε/2) / (e^(ε/2) + 1) and flipped with q = 1 - p (binary randomized
+    response at ε/2, sampled exactly). Privacy: each report is ε-LDP for any
+    change of that respondent's value: the ratio of report probabilities is at
+    most p(1-q) / ((1-p) q) = (e^(ε/2))^2 = e^ε.
+    Var* = n e^(ε/2) / (e^(ε/2) - 1)^2 (never below OUE's).
+    ``perturb`` returns an (n, d) 0/1 int64 array.
+    """
+
+    name = "sue"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self._bit_rr = RandomizedResponse(epsilon=self.epsilon / 2, categories=(0, 1))
+        self.p_star = self._bit_rr.p_keep
+        self.q_star = self._bit_rr.p_other
+
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+        bits = self._one_hot(codes)
+        return self._bit_rr.randomise_codes(bits.ravel(), rng=source).reshape(bits.shape)
+
+
+class OptimizedUnaryEncoding(_UnaryEncoding):
+    """Optimised unary encoding (OUE).
+
+    Report: d bits; the respondent's own bit is 1 with p = 1/2, every other bit
+    is 1 with q = 1 / (e^ε + 1) (a fair bit, and binary randomized response at
+    ε applied to 0, both exact). Privacy: each report is ε-LDP for any change of
+    that respondent's value: the ratio of report probabilities is at most
+    p(1-q) / ((1-p) q) = e^ε. Var* = n 4 e^ε / (e^ε - 1)^2, independent of d.
+    ``perturb`` returns an (n, d) 0/1 int64 array.
+    """
+
+    name = "oue"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self._bit_rr = RandomizedResponse(epsilon=self.epsilon, categories=(0, 1))
+        self.p_star = 0.5
+        self.q_star = self._bit_rr.p_other
+
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+        self._check_size(codes.size)
+        zeros = np.zeros(codes.size * self.d, dtype=np.int64)
+        bits = self._bit_rr.randomise_codes(zeros, rng=source).reshape(codes.size, self.d)
+        bits[np.arange(codes.size), codes] = source.bits(codes.size)
+        return bits
+
+
+def _olh_hash_range(epsilon: float, d: int) -> int:
+    """Integer g minimising (e^ε - 1 + g)^2 / (g - 1) (optimum g = e^ε + 1), in [2, d]."""
+    e = math.exp(min(epsilon, 40.0))
+    cap = max(2, min(d, _MAX_HASH_RANGE))
+    candidates = {min(max(2, g), cap) for g in (math.floor(e + 1), math.ceil(e + 1))}
+    return min(sorted(candidates), key=lambda g: (e - 1 + g) ** 2 / (g - 1))
+
+
+class OptimizedLocalHashing(FrequencyOracle):
+    """Optimised local hashing (OLH) for large domains.
+
+    Report: (a, b, y). The respondent draws a hash H(v) = ((a v + b) mod P) mod g
+    from a universal family (P = 2^31 - 1, a in [1, P), b in [0, P), uniform,
+    independent of v), with g ≈ e^ε + 1, and reports y = k-RR over g values of
+    H(v): y = H(v) w.p. e^ε / (e^ε + g - 1). Privacy: each report is ε-LDP for
+    any change of that respondent's value: (a, b) has the same distribution
+    under every value, and given (a, b) the ratio of P(y) under two values is
+    at most e^ε (k-RR). A report supports v when H(v) = y: p* = e^ε/(e^ε+g-1),
+    q* = 1/g. Var* = n (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1)) (= OUE's when
+    g = e^ε + 1). ``perturb`` returns an (n, 3) int64 array of (a, b, y);
+    ``estimate`` counts supports in blocks of reports, all values at once.
+    """
+
+    name = "olh"
+
+    def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self.g = _olh_hash_range(self.epsilon, self.d)
+        self._hash_rr = RandomizedResponse(epsilon=self.epsilon, categories=range(self.g))
+        self.p_star = self._hash_rr.p_keep
+        self.q_star = 1.0 / self.g
+
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+        n = codes.size
+        a = 1 + source.uniform_below(np.full(n, HASH_PRIME - 1, dtype=np.int64))
+        b = source.uniform_below(np.full(n, HASH_PRIME, dtype=np.int64))
+        hashed = ((a * codes + b) % HASH_PRIME) % self.g  # a * v < 2^62: no overflow
+        y = self._hash_rr.randomise_codes(hashed, rng=source)
+        return np.column_stack([a, b, y]).astype(np.int64)
+
+    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+        what = "a 2-D integer array of (a, b, y) rows (what perturb returns)"
+        arr = _integer_reports(reports, ndim=2, what=what)
+        if arr.shape[1] != 3:
+            raise DataError(f"reports must be {what}.")
+        a, b, y = arr[:, 0], arr[:, 1], arr[:, 2]
+        if (
+            int(a.min()) < 1
+            or int(a.max()) >= HASH_PRIME
+            or int(b.min()) < 0
+            or int(b.max()) >= HASH_PRIME
+            or int(y.min()) < 0
+            or int(y.max()) >= self.g
+        ):
+            raise DataError(f"reports must be {what}; a report is out of range.")
+        return arr.shape[0], _olh_supports(a, b, y, self.d, self.g)
+
+
+def _olh_supports(
+    a: NDArray[np.int64], b: NDArray[np.int64], y: NDArray[np.int64], d: int, g: int
+) -> NDArray[np.int64]:
+    """C_v = #{i : ((a_i v + b_i) mod P) mod g = y_i} for every v, by blocks of reports.
+
+    (a v + b) mod P advances by a (mod P) from one v to the next, so each step
+    is an add and a wrapped subtract in uint32 (both residues < 2^31, so the sum
+    fits): no multiplication and no 64-bit modulo inside the loop.
+    """
+    supports = np.zeros(d, dtype=np.int64)
+    prime = np.uint32(HASH_PRIME)
+    modulus = np.uint32(g)
+    for start in range(0, a.size, _OLH_BLOCK):
+        stop = start + _OLH_BLOCK
+        step = a[start:stop].astype(np.uint32)
+        target = y[start:stop].astype(np.uint32)
+        residue = b[start:stop].astype(np.uint32)  # (a * 0 + b) mod P
+        hashed = np.empty_like(residue)
+        reduced = np.empty_like(residue)
+        match = np.empty(residue.shape, dtype=bool)
+        for v in range(d):
+            np.remainder(residue, modulus, out=hashed)
+            np.equal(hashed, target, out=match)
+            supports[v] += np.count_nonzero(match)
+            np.add(residue, step, out=residue)
+            # residue - P wraps round to a huge uint32 unless residue >= P: min() is the mod.
+            np.subtract(residue, prime, out=reduced)
+            np.minimum(residue, reduced, out=residue)
+    return supports
+
+
+_ORACLES: tuple[type[FrequencyOracle], ...] = (
+    GeneralizedRandomizedResponse,
+    OptimizedLocalHashing,
+    OptimizedUnaryEncoding,
+    SymmetricUnaryEncoding,
+)
+
+
+def best_oracle(*, epsilon: float, domain: int | Sequence[Any]) -> FrequencyOracle:
+    """The oracle with the lowest variance for (ε, d), by a public rule.
+
+    Rule: compute each oracle's value-free variance Var* per report from its
+    probabilities (Wang et al. 2017) —
+    GRR (e^ε + d - 2) / (e^ε - 1)^2, OLH (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1))
+    with its integer g, OUE 4 e^ε / (e^ε - 1)^2, SUE e^(ε/2) / (e^(ε/2) - 1)^2 —
+    and return the smallest; ties (within 1e-9 relative) go to the smaller
+    report, in the order GRR, OLH, OUE, SUE. In effect: GRR when
+    d < 3 e^ε + 2, otherwise OLH when e^ε + 1 is (nearly) an integer, else
+    whichever of OLH and OUE is lower. Depends only on public ε and d, so the
+    choice reveals nothing; the returned oracle's reports are ε-LDP.
+    """
+    oracles = [cls(epsilon=epsilon, domain=domain) for cls in _ORACLES]
+    variances = [float(o.variance(1)) for o in oracles]
+    best = min(variances)
+    return next(o for o, v in zip(oracles, variances) if v <= best * (1 + 1e-9))
