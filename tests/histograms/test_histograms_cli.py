@@ -98,12 +98,23 @@ def test_text_entries_are_missing_values_not_a_failure(table: Path) -> None:
 
 
 def test_a_histogram_too_big_for_memory_is_refused_before_anything_is_spent(table: Path) -> None:
-    """Issue 11 D: --width 0.001 used to allocate tens of GiB for the partition tables."""
+    """Issue 11 D: --width 0.001 used to allocate tens of GiB for the partition tables.
+
+    The mean variants now run in O(n) memory per row; the median (SAE) variant
+    still builds (n+1)² tables and is refused.
+    """
     from dpkit._cli_budget import default_ledger
 
     with pytest.raises(InvalidParameterError, match="GiB"):
         histogram_command(
-            table, "age", "noise-first", 1.0, bounds=(0, 100), width=0.001, budget=5.0
+            table,
+            "age",
+            "noise-first",
+            1.0,
+            bounds=(0, 100),
+            width=0.001,
+            statistic="median",
+            budget=5.0,
         )
     assert not default_ledger(table).exists()  # refused before the ledger was even opened
     with pytest.raises(InvalidParameterError, match="unit bins"):

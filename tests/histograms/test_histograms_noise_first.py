@@ -34,10 +34,13 @@ def test_early_stopping_finds_the_global_minimiser(
         scores = table[1:, n] - (n - 2 * ks) * variance
     else:
         scores = table[1:, n] + variance * ks * (2 * np.log(n / ks) + 5)
-    k, boundaries, tried = select_n_bins(noisy, variance, selection)  # type: ignore[arg-type]
-    assert scores[k - 1] == pytest.approx(scores.min(), rel=1e-9, abs=1e-9)
-    assert np.allclose(tried, scores[: tried.size])
-    assert boundaries.size == k + 1 and boundaries[-1] == n
+    k, boundaries, score = select_n_bins(noisy, variance, selection)  # type: ignore[arg-type]
+    assert scores[k - 1] == pytest.approx(scores.min(), rel=1e-9, abs=1e-6)
+    assert score == pytest.approx(scores.min(), rel=1e-9, abs=1e-6)
+    assert boundaries.size == k + 1 and boundaries[0] == 0 and boundaries[-1] == n
+    # The returned structure attains the optimal k-bin error.
+    sse = sum(interval_costs(noisy)[a, b] for a, b in itertools.pairwise(boundaries))
+    assert sse == pytest.approx(table[k, n], rel=1e-9, abs=1e-6)
 
 
 def test_recovers_the_true_pieces_when_noise_is_small() -> None:
@@ -80,7 +83,7 @@ def test_estimates_are_bin_means_of_the_noisy_counts() -> None:
 def test_fixed_number_of_bins_and_median_variant() -> None:
     x = np.random.default_rng(5).poisson(15, 30).astype(float)
     h = histograms.noise_first(x, 0.5, n_bins=4, rng=1)
-    assert h.n_bins == 4 and h.details["selection_scores"] is None
+    assert h.n_bins == 4 and h.details["selection_score"] is None
     m = histograms.noise_first(x, 0.5, n_bins=4, statistic="median", rng=1)
     noisy = m.details["noisy_counts"]
     boundaries, _ = optimal_histogram(noisy, 4, "sae")

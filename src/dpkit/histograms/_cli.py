@@ -17,15 +17,15 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit._checks import MEMORY_CEILING
 from dpkit._cli_budget import open_cli_accountant
 from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.histograms._labels import bin_labels
+from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._published import PublishedHistogram
 
 METHODS = ("laplace", "hierarchical", "noise-first", "structure-first")
-#: Unit bins the command accepts; the optimal-partition methods need less (see ``memory_needed``).
+#: Unit bins the command accepts (each method's memory is checked too, see ``memory_needed``).
 MAX_UNIT_BINS = 100_000
 
 
@@ -92,9 +92,12 @@ def check_column(table: Path, column: str) -> None:
         raise InvalidParameterError(f"table {str(path)!r} is not a readable file.")
     con = duckdb.connect()
     try:
-        names = [str(r[0]) for r in con.execute(
-            "DESCRIBE SELECT * FROM read_csv(?, all_varchar = true)", [str(path)]
-        ).fetchall()]
+        names = [
+            str(r[0])
+            for r in con.execute(
+                "DESCRIBE SELECT * FROM read_csv(?, all_varchar = true)", [str(path)]
+            ).fetchall()
+        ]
     except duckdb.Error:
         raise DataError(f"{path.name} cannot be read as CSV; check the file.") from None
     finally:
@@ -126,21 +129,6 @@ def read_column(table: Path, column: str) -> NDArray[np.float64]:
     values = pd.to_numeric(pd.Series(np.asarray(text, dtype=object)), errors="coerce")
     arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
     return arr[np.isfinite(arr)]
-
-
-def memory_needed(method: str, n_units: int, n_bins: int | None) -> int:
-    """Bytes the publisher allocates for ``n_units`` unit bins (an upper estimate).
-
-    The optimal-partition methods build (n+1)² interval-cost tables, so a
-    histogram of 100,000 unit bins would ask for tens of GiB; this is checked
-    against :data:`dpkit._checks.MEMORY_CEILING` before anything is charged.
-    """
-    name = method.replace("_", "-").lower()
-    n = n_units + 1
-    if name in ("noise-first", "structure-first"):
-        k = n_units if n_bins is None else n_bins
-        return 24 * n * n + 24 * (k + 1) * n
-    return 256 * n
 
 
 def bin_counts(values: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -309,16 +297,24 @@ def histogram_command(
             "structure-first needs --max-count F, a public upper bound on any unit count "
             "(e.g. the table's known maximum size), or --statistic median."
         )
-    need = memory_needed(name, grid.size - 1, n_bins)
-    if need > MEMORY_CEILING:
-        raise InvalidParameterError(
-            f"{name} over {grid.size - 1:,} unit bins would allocate about {need / 2**30:.0f} GiB "
-            f"(the ceiling is {MEMORY_CEILING / 2**30:.0f} GiB); use wider unit bins, or "
-            "--method laplace / hierarchical, which need little memory."
-        )
+    check_memory(
+        memory_needed(
+            name,
+            grid.size - 1,
+            n_bins,
+            statistic=statistic,
+            selection=selection,
+            sampler=sampler,
+        ),
+        f"{name} over {grid.size - 1:,} unit bins",
+        "use wider unit bins, a smaller --n-bins, --statistic mean, or --method laplace / "
+        "hierarchical, which need little memory.",
+    )
     check_column(table, column)
-    payer = as_accountant(accountant) if accountant is not None else open_cli_accountant(
-        Path(table), ledger, budget, budget_delta
+    payer = (
+        as_accountant(accountant)
+        if accountant is not None
+        else open_cli_accountant(Path(table), ledger, budget, budget_delta)
     )
 
     def release() -> PublishedHistogram:

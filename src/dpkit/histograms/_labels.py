@@ -14,6 +14,4 @@ def bin_labels(edges: Sequence[float]) -> list[str]:
         if len(set(text)) == len(text):
             break
     last = len(edges) - 2
-    return [
-        f"[{text[i]}, {text[i + 1]}{']' if i == last else ')'}" for i in range(len(edges) - 1)
-    ]
+    return [f"[{text[i]}, {text[i + 1]}{']' if i == last else ')'}" for i in range(len(edges) - 1)]

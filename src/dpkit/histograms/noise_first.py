@@ -23,15 +23,11 @@ from dpkit.histograms._common import (
     epsilon_of,
     source_for,
 )
+from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._noise import laplace_median_stds
-from dpkit.histograms._optimal import (
-    backtrack,
-    bin_statistic,
-    interval_costs,
-    optimal_rows,
-    optimal_table,
-)
+from dpkit.histograms._optimal import backtrack, bin_statistic, interval_costs, optimal_table
 from dpkit.histograms._published import PublishedHistogram
+from dpkit.histograms._segmentation import sse_optimal, sse_penalised, sse_rows
 
 Statistic = Literal["mean", "median"]
 Selection = Literal["paper", "penalised"]
@@ -39,7 +35,7 @@ Selection = Literal["paper", "penalised"]
 
 def select_n_bins(
     noisy: NDArray[np.float64], noise_variance: float, selection: Selection = "paper"
-) -> tuple[int, NDArray[np.int64], NDArray[np.float64]]:
+) -> tuple[int, NDArray[np.int64], float]:
     """Choose k from the noisy counts (post-processing) and return its optimal structure.
 
     ``"paper"`` (Algorithm 2 of Xu et al.): minimise T̂[n, k] - (n - 2k)·v, v the
@@ -53,37 +49,31 @@ def select_n_bins(
     Lebarbier (2005) for least-squares change-point models, which accounts for
     that optimism.
 
-    Returns ``(k, boundaries, scores)`` with the scores of every k tried. The
-    rows stop as soon as a lower bound on the score of every larger k (the
-    score with T̂ = 0; both penalties increase with k) reaches the best score:
-    the result is exactly the minimiser over all k = 1..n, at a fraction of the
-    O(n³) cost. Ties go to the smallest k.
+    Returns ``(k, boundaries, score)``. ``"paper"`` is a penalty linear in k,
+    so the minimiser over every k = 1..n is one penalised segmentation
+    (:func:`dpkit.histograms._segmentation.sse_penalised`, about O(n log n)).
+    ``"penalised"`` computes the rows T̂[., k] one k at a time and stops as soon
+    as a lower bound on the score of every larger k (the penalty alone, which
+    increases with k) reaches the best score: exactly the minimiser over all k.
     """
     n = noisy.size
     if selection == "paper":
+        # min_k T̂[n, k] + 2kv is the penalised problem with penalty 2v per bin.
+        boundaries, sse = sse_penalised(noisy, 2.0 * noise_variance)
+        k = boundaries.size - 1
+        return k, boundaries, sse - (n - 2 * k) * noise_variance
 
-        def penalty(k: int) -> float:
-            return -(n - 2 * k) * noise_variance
+    def penalty(k: int) -> float:
+        return noise_variance * k * (2.0 * math.log(n / k) + 5.0)
 
-    else:
-
-        def penalty(k: int) -> float:
-            return noise_variance * k * (2.0 * math.log(n / k) + 5.0)
-
-    costs = interval_costs(noisy, "sse")
-    starts: list[NDArray[np.int64]] = [np.zeros(n + 1, dtype=np.int64)]
-    scores: list[float] = []
     best_k, best_score = 1, np.inf
-    for j, row, start in optimal_rows(costs, n):
-        starts.append(start)
+    for j, row, _start in sse_rows(noisy, n):
         score = float(row[n]) + penalty(j)
-        scores.append(score)
         if score < best_score:
             best_k, best_score = j, score
         if j == n or penalty(j + 1) >= best_score:
             break
-    boundaries = backtrack(np.vstack(starts), best_k)
-    return best_k, boundaries, np.asarray(scores)
+    return best_k, sse_optimal(noisy, best_k), best_score
 
 
 def noise_first(
@@ -146,6 +136,11 @@ def noise_first(
         raise InvalidParameterError("selection must be 'paper' (Algorithm 2) or 'penalised'.")
     k_fixed = None if n_bins is None else check_n_bins(n_bins, x.size)
     n = x.size
+    check_memory(
+        memory_needed("noise-first", n, k_fixed, statistic=statistic, selection=selection),
+        f"noise_first over {n:,} unit bins",
+        "use fewer unit bins, a fixed n_bins, or statistic='mean'.",
+    )
     mechanism = Laplace(epsilon=eps, sensitivity=1.0, size=n)
     payer = as_accountant(accountant)
 
@@ -154,17 +149,17 @@ def noise_first(
         noisy = np.asarray(mechanism.randomise(x, rng=source_for(rng)), dtype=np.float64)
         noise_variance = 2.0 * mechanism.scale**2
 
-        scores: NDArray[np.float64] | None = None
+        score: float | None = None
         if k_fixed is None:
-            k, boundaries, scores = select_n_bins(noisy, noise_variance, selection)
-            sse_of_structure = _structure_sse(noisy, boundaries)
+            k, boundaries, score = select_n_bins(noisy, noise_variance, selection)
         else:
             k = k_fixed
-        if statistic == "median" or k_fixed is not None:
-            objective: Literal["sse", "sae"] = "sae" if statistic == "median" else "sse"
-            _table, starts = optimal_table(interval_costs(noisy, objective), k)
+        if statistic == "median":
+            _table, starts = optimal_table(interval_costs(noisy, "sae"), k)
             boundaries = backtrack(starts, k)
-            sse_of_structure = _structure_sse(noisy, boundaries)
+        elif k_fixed is not None:
+            boundaries = sse_optimal(noisy, k)
+        sse_of_structure = _structure_sse(noisy, boundaries)
 
         widths = np.diff(boundaries)
         values = bin_statistic(noisy, boundaries, statistic)
@@ -185,7 +180,7 @@ def noise_first(
                 "selection": selection if k_fixed is None else "fixed",
                 "scale": mechanism.scale,
                 "noisy_counts": noisy,
-                "selection_scores": scores,
+                "selection_score": score,
                 "estimated_structure_sse": max(0.0, sse_of_structure - (n - k) * noise_variance),
                 "remaining": remaining,
             },

@@ -41,8 +41,10 @@ from dpkit.histograms._common import (
     epsilon_of,
     source_for,
 )
+from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._optimal import bin_statistic, interval_costs, optimal_table
 from dpkit.histograms._published import PublishedHistogram
+from dpkit.histograms._segmentation import prefix_sums, segment_costs, sse_rows_backwards
 
 Statistic = Literal["mean", "median"]
 Sampler = Literal["paper", "joint"]
@@ -167,13 +169,28 @@ def sample_structure(
     from dpkit.mechanisms import exponential
 
     n = structure_counts.size
-    costs = interval_costs(structure_counts, objective)
-    table, _ = optimal_table(costs, n_bins - 1)
     boundaries = np.empty(n_bins + 1, dtype=np.int64)
     boundaries[0], boundaries[n_bins] = 0, n
+    if objective == "sse":
+        # T rows from the pruned programme, newest first: the draws go right to left.
+        rows = sse_rows_backwards(structure_counts, n_bins - 1, "values")
+        sums = prefix_sums(structure_counts)
+        costs = None
+    else:
+        sums = None
+        costs = interval_costs(structure_counts, objective)
+        table, _ = optimal_table(costs, n_bins - 1)
+        rows = ((j, table[j]) for j in range(n_bins - 1, 0, -1))
     right = n
-    for j in range(n_bins - 1, 0, -1):
-        utilities = boundary_utilities(table, costs, j, right)
+    for j, row in rows:
+        q = np.arange(j, right)
+        utilities = np.full(n + 1, -np.inf)
+        if sums is not None:
+            last = segment_costs(sums, q, right)
+        else:
+            assert costs is not None
+            last = costs[q, right]
+        utilities[q] = -(row[q] + last)
         right = int(
             exponential(
                 utilities,
@@ -331,6 +348,11 @@ def structure_first(
             check_positive(max_count, "max_count")
     k = default_n_bins(n, eps, max_count) if n_bins is None else check_n_bins(n_bins, n)
     structure_is_public = k in (1, n)
+    check_memory(
+        memory_needed("structure-first", n, k, statistic=statistic, sampler=sampler),
+        f"structure_first over {n:,} unit bins with k = {k:,}",
+        "use fewer unit bins, a smaller n_bins, statistic='mean' or sampler='paper'.",
+    )
     if structure_is_public:
         eps_structure, eps_values = 0.0, eps
     else:

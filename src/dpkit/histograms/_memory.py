@@ -1,0 +1,53 @@
+"""Memory a publisher will allocate, from public parameters only (checked before the charge)."""
+
+from __future__ import annotations
+
+from dpkit._checks import MEMORY_CEILING
+from dpkit.errors import InvalidParameterError
+from dpkit.histograms._segmentation import sse_rows_memory
+
+#: Bytes per (n+1)² entry of the reference interval-cost tables (SAE ranks, sums, costs).
+_QUADRATIC = 56
+
+
+def memory_needed(
+    method: str,
+    n: int,
+    n_bins: int | None = None,
+    *,
+    statistic: str = "mean",
+    selection: str = "paper",
+    sampler: str = "paper",
+) -> int:
+    """Upper estimate of the bytes ``method`` allocates for ``n`` unit bins.
+
+    SSE methods run the pruned dynamic programme (:mod:`._segmentation`) in
+    O(n) memory per row; the median (SAE) variants and the joint sampler still
+    build (n+1)² tables. ``n_bins=None`` means the worst case the method may
+    reach (n bins).
+    """
+    name = method.replace("_", "-").lower()
+    linear = 256 * (n + 1)
+    k = n if n_bins is None else n_bins
+    if name == "noise-first":
+        if statistic == "median":
+            return _QUADRATIC * (n + 1) ** 2 + 16 * (k + 1) * (n + 1)
+        if n_bins is None and selection == "paper":
+            return linear
+        return linear + sse_rows_memory(n, k, "starts")
+    if name == "structure-first":
+        if k in (1, n):
+            return linear
+        if statistic == "median" or sampler == "joint":
+            return _QUADRATIC * (n + 1) ** 2 + 16 * (k + 1) * (n + 1)
+        return linear + sse_rows_memory(n, k - 1, "values")
+    return linear
+
+
+def check_memory(needed: int, what: str, hint: str) -> None:
+    """Refuse a release whose arrays would not fit in :data:`MEMORY_CEILING` (public check)."""
+    if needed > MEMORY_CEILING:
+        raise InvalidParameterError(
+            f"{what} would need about {needed / 2**30:.1f} GiB of memory, more than the "
+            f"{MEMORY_CEILING // 2**30} GiB a release may use; {hint}"
+        )
