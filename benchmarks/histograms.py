@@ -3,8 +3,9 @@
 Usage (from the repository root):
 
     python benchmarks/histograms.py                 # full run: 50 reps, tables + plots
-    python benchmarks/histograms.py --quick         # 5 reps, no timing of n = 4,096
+    python benchmarks/histograms.py --quick         # 5 reps, timing up to n = 4,096
     python benchmarks/histograms.py --tune          # also the default-choosing experiments
+    python benchmarks/histograms.py --timing-only   # time vs n up to 65,536 bins, log-log figure
     python benchmarks/histograms.py --data-dir PATH --img-dir docs/img --reps 50
 
 Prints Markdown tables (unit-bin MSE and short/long range-query MSE for every
@@ -393,46 +394,77 @@ def tune(seqs: list[Sequence], reps: int) -> None:
     print(markdown_table(["branching"] + [f"ε={e:g}" for e in EPSILONS], rows))
 
 
-def timing(sizes: tuple[int, ...]) -> None:
-    """Wall time of the DP (every k up to n) and of the two publishers."""
-    print("\n### Time of the dynamic programme (this machine)\n")
-    rows = []
+def timing(sizes: tuple[int, ...], img_dir: Path | None = None) -> None:
+    """Wall time of NoiseFirst/StructureFirst (pruned DP) vs n, against the exact O(n²k) scan.
+
+    Poisson(50) counts, epsilon = 0.1, StructureFirst with F = 200 and its default
+    k. The reference scan (``_optimal``, the previous implementation) runs up
+    to n = 1,024 on the same k; above that, the pruned rows are checked equal
+    to the reference on a 2,048-bin window of the same data (the subsample check).
+    """
+    from dpkit.histograms._segmentation import sse_rows
+    from dpkit.histograms.structure_first import default_n_bins
+
+    print("\n### Time of NoiseFirst / StructureFirst vs n (this machine, warm JIT)\n")
+    histograms.noise_first(np.arange(8.0), 1.0, rng=0)  # compile the kernels once
+    histograms.structure_first(np.arange(8.0), 1.0, max_count=10, n_bins=3, rng=0)
+    rows, measured = [], []
     for n in sizes:
         x = np.random.default_rng(n).poisson(50, n).astype(float)
+        k = default_n_bins(n, 0.1, 200)
         t0 = time.perf_counter()
-        costs = interval_costs(x, "sse")
-        t1 = time.perf_counter()
-        optimal_table(costs, n)
-        t2 = time.perf_counter()
-        interval_costs(x, "sae")
-        t3 = time.perf_counter()
         histograms.noise_first(x, 0.1, rng=0)
-        t4 = time.perf_counter()
+        t1 = time.perf_counter()
         histograms.structure_first(x, 0.1, max_count=200, rng=0)
-        t5 = time.perf_counter()
+        t2 = time.perf_counter()
+        reference = "-"
+        if n <= 1024:
+            t3 = time.perf_counter()
+            optimal_table(interval_costs(np.minimum(x, 200)), k - 1)
+            reference = f"{time.perf_counter() - t3:.2f}"
+        window = x[: min(n, 2048)]
+        kk = min(32, window.size)
+        table, _ = optimal_table(interval_costs(window), kk)
+        worst = 0.0
+        for j, row, _ in sse_rows(window, kk):
+            finite = np.isfinite(table[j])
+            worst = max(worst, float(np.max(np.abs(row[finite] - table[j][finite]))))
         rows.append(
-            [
-                f"{n:,}",
-                f"{t1 - t0:.3f}",
-                f"{t2 - t1:.2f}",
-                f"{t3 - t2:.2f}",
-                f"{t4 - t3:.2f}",
-                f"{t5 - t4:.2f}",
-            ]
+            [f"{n:,}", f"{k:,}", f"{t1 - t0:.3f}", f"{t2 - t1:.2f}", reference, f"{worst:.1e}"]
         )
+        measured.append((n, t1 - t0, t2 - t1))
     print(
         markdown_table(
             [
                 "n",
-                "SSE costs (s)",
-                "DP, all k ≤ n (s)",
-                "SAE costs (s)",
+                "StructureFirst k",
                 "noise_first ε=0.1 (s)",
-                "structure_first default k (s)",
+                "structure_first (s)",
+                "exact O(n²k) table (s)",
+                "max |pruned - exact| on a 2,048-bin window",
             ],
             rows,
         )
     )
+    if img_dir is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ns = [m[0] for m in measured]
+        ax.loglog(ns, [m[1] for m in measured], "o-", label="noise_first")
+        ax.loglog(ns, [m[2] for m in measured], "s-", label="structure_first (default k)")
+        ax.set_xlabel("unit bins n")
+        ax.set_ylabel("seconds")
+        ax.set_title("NoiseFirst / StructureFirst time vs n (pruned exact DP)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(img_dir / "histograms_time_vs_n.png", dpi=120)
+        plt.close(fig)
+        print(f"\nfigure: {img_dir / 'histograms_time_vs_n.png'}")
 
 
 def plots(
@@ -515,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tune-only", action="store_true", help="only the default-choosing experiments"
     )
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument(
+        "--timing-only", action="store_true", help="only the time-vs-n table and figure"
+    )
     parser.add_argument("--examples-only", action="store_true", help="only the example plots")
     args = parser.parse_args(argv)
     if not args.data_dir.is_dir():
@@ -529,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tune_only:
         tune(seqs, max(5, reps // 5))
         return 0
+    if args.timing_only:
+        timing((256, 1024, 4096, 16384, 65536), None if args.no_plots else args.img_dir)
+        return 0
     print(f"## DP histogram benchmark: {reps} repetitions, ε ∈ {{0.01, 0.1, 1}}")
     print(
         "\nMSE of unit-bin counts and of 1,000 random range counts per run (short: length ≤ n/10; long: ≥ n/2)."
@@ -538,7 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     check_claims(seqs, results)
     if args.tune:
         tune(seqs, max(5, reps // 5))
-    timing((256, 1024) if args.quick else (256, 1024, 4096))
+    timing(
+        (256, 1024, 4096) if args.quick else (256, 1024, 4096, 16384, 65536),
+        None if args.no_plots else args.img_dir,
+    )
     if not (args.quick or args.no_plots):
         plots(seqs, results, args.img_dir)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")

@@ -68,7 +68,8 @@ def histogram(
     table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
     column: str = typer.Argument(..., help="The numeric column to histogram."),
     method: str = typer.Option(
-        "structure-first", help="laplace | hierarchical | noise-first | structure-first"
+        "structure-first",
+        help="laplace | hierarchical | noise-first | structure-first | hb | ahp | dawa | auto",
     ),
     epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
     bounds: tuple[float, float] | None = typer.Option(
@@ -81,7 +82,11 @@ def histogram(
         None, help="Number of merged bins k (NoiseFirst/StructureFirst)."
     ),
     max_count: float | None = typer.Option(
-        None, help="Public upper bound F on a unit count (StructureFirst)."
+        None,
+        help="Public upper bound F on a unit count (StructureFirst); for auto, on the rows.",
+    ),
+    workload: str = typer.Option(
+        "ranges", help="Queries to serve (hb, dawa, auto): ranges | prefixes | units."
     ),
     statistic: str = typer.Option("mean", help="mean (SSE) or median (SAE) bins."),
     branching: int | None = typer.Option(None, help="Branching factor (hierarchical)."),
@@ -124,6 +129,7 @@ def histogram(
         branching=branching,
         selection=selection,
         sampler=sampler,
+        workload=workload,
         plot=plot,
         seed=seed,
         ledger=ledger,

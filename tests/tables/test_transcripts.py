@@ -99,6 +99,15 @@ CASES: list[Case] = [
         "histogram-structure_first",
         lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="structure_first"),
     ),
+    Case("histogram-hb", lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="hb")),
+    Case("histogram-ahp", lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="ahp")),
+    Case(
+        "histogram-dawa", lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="dawa")
+    ),
+    Case(
+        "histogram-auto",
+        lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="auto", max_count=10_000),
+    ),
     # -- bounds="private"
     Case("sum-private-bounds", lambda s: s.sum("x", epsilon=1.0, bounds="private"), _pb(ADD)),
     Case("mean-private-bounds", lambda s: s.mean("x", epsilon=1.0, bounds="private"), _pb(PLAIN)),

@@ -24,7 +24,16 @@ from dpkit.histograms._labels import bin_labels
 from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._published import PublishedHistogram
 
-METHODS = ("laplace", "hierarchical", "noise-first", "structure-first")
+METHODS = (
+    "laplace",
+    "hierarchical",
+    "noise-first",
+    "structure-first",
+    "hb",
+    "ahp",
+    "dawa",
+    "auto",
+)
 #: Unit bins the command accepts (each method's memory is checked too, see ``memory_needed``).
 MAX_UNIT_BINS = 100_000
 
@@ -150,6 +159,7 @@ def publish(
     branching: int | None = None,
     selection: str = "paper",
     sampler: str = "paper",
+    workload: str = "ranges",
     rng: object = None,
     accountant: Any = None,
 ) -> PublishedHistogram:
@@ -170,6 +180,14 @@ def publish(
     if name == "hierarchical":
         extra = {} if branching is None else {"branching": branching}
         return histograms.hierarchical(counts, epsilon, **extra, **common)
+    if name == "hb":
+        return histograms.hb(counts, epsilon, workload=workload, **common)
+    if name == "ahp":
+        return histograms.ahp(counts, epsilon, **common)
+    if name == "dawa":
+        return histograms.dawa(counts, epsilon, workload=workload, **common)
+    if name == "auto":
+        return histograms.auto(counts, epsilon, max_records=max_count, workload=workload, **common)
     if name == "noise-first":
         if selection not in ("paper", "penalised"):
             raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
@@ -246,6 +264,42 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
     return table
 
 
+def check_options(
+    name: str,
+    n_units: int,
+    *,
+    n_bins: int | None,
+    max_count: float | None,
+    statistic: str,
+    branching: int | None,
+    selection: str,
+    sampler: str,
+    workload: str,
+) -> None:
+    """Every public option of ``name``, checked before anything is charged or read."""
+    from dpkit.histograms._workload import WORKLOADS
+
+    if statistic not in ("mean", "median"):
+        raise InvalidParameterError("--statistic must be 'mean' or 'median'.")
+    if selection not in ("paper", "penalised"):
+        raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
+    if sampler not in ("paper", "joint"):
+        raise InvalidParameterError("--sampler must be 'paper' or 'joint'.")
+    if workload not in WORKLOADS:
+        raise InvalidParameterError(f"--workload must be one of {', '.join(WORKLOADS)}.")
+    if branching is not None and (not isinstance(branching, int) or branching < 2):
+        raise InvalidParameterError("--branching must be an integer >= 2.")
+    if n_bins is not None and not 1 <= n_bins <= n_units:
+        raise InvalidParameterError(f"--n-bins must be in [1, {n_units}] (the unit bins).")
+    if max_count is not None and not (math.isfinite(max_count) and max_count > 0):
+        raise InvalidParameterError("--max-count must be a finite number > 0.")
+    if name == "structure-first" and statistic == "mean" and max_count is None:
+        raise InvalidParameterError(
+            "structure-first needs --max-count F, a public upper bound on any unit count "
+            "(e.g. the table's known maximum size), or --statistic median."
+        )
+
+
 def histogram_command(
     table: Path,
     column: str,
@@ -262,6 +316,7 @@ def histogram_command(
     branching: int | None = None,
     selection: str = "paper",
     sampler: str = "paper",
+    workload: str = "ranges",
     plot: Path | None = None,
     seed: int | None = None,
     accountant: Any = None,
@@ -292,11 +347,17 @@ def histogram_command(
         raise InvalidParameterError(
             f"--method must be one of {', '.join(METHODS)}; got {method!r}."
         )
-    if name == "structure-first" and statistic == "mean" and max_count is None:
-        raise InvalidParameterError(
-            "structure-first needs --max-count F, a public upper bound on any unit count "
-            "(e.g. the table's known maximum size), or --statistic median."
-        )
+    check_options(
+        name,
+        grid.size - 1,
+        n_bins=n_bins,
+        max_count=max_count,
+        statistic=statistic,
+        branching=branching,
+        selection=selection,
+        sampler=sampler,
+        workload=workload,
+    )
     check_memory(
         memory_needed(
             name,
@@ -330,6 +391,7 @@ def histogram_command(
             branching=branching,
             selection=selection,
             sampler=sampler,
+            workload=workload,
             rng=seed,
         )
 

@@ -934,7 +934,10 @@ class Session:
         ``value`` is then its estimates, ``ci`` is ``None`` and
         ``details["published"]`` is the published histogram (range queries,
         error estimates). ``method="structure_first"`` needs ``max_count``, a
-        public upper bound on any bin's count (checked before the charge).
+        public upper bound on any bin's count (checked before the charge);
+        ``method="auto"`` (the workload-aware default of
+        :func:`dpkit.histograms.auto`, for range queries) takes ``max_count`` as
+        a public bound on the number of rows.
         """
         return self._query(
             "histogram",
@@ -1034,7 +1037,9 @@ class Session:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _load_schema(self, schema: Schema | Mapping[str, Any] | str | PathLike[str] | None) -> Schema:
+    def _load_schema(
+        self, schema: Schema | Mapping[str, Any] | str | PathLike[str] | None
+    ) -> Schema:
         if schema is None:
             out = Schema()
         elif isinstance(schema, Schema):

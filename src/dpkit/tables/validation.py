@@ -50,7 +50,18 @@ __all__ = [
 ]
 
 #: ``histogram(method=...)`` values delegated to :mod:`dpkit.histograms`.
-HISTOGRAM_METHODS = ("laplace", "hierarchical", "noise_first", "structure_first")
+HISTOGRAM_METHODS = (
+    "laplace",
+    "hierarchical",
+    "noise_first",
+    "structure_first",
+    "hb",
+    "ahp",
+    "dawa",
+    "auto",
+)
+#: Methods that take ``max_count``: StructureFirst's F; for ``auto``, the bound on rows.
+_MAX_COUNT_METHODS = ("structure_first", "auto")
 
 
 #: Rows per group for which sums are exact and cannot overflow (the documented limit).
@@ -159,9 +170,7 @@ def validate(spec: QuerySpec, ctx: TableContext) -> ValidatedQuery:
         "max_contributions": ctx.max_contributions,
     }
     if kind == "count":
-        return ValidatedQuery(
-            statistic="count", value=_count_value(ctx, column), **common
-        )
+        return ValidatedQuery(statistic="count", value=_count_value(ctx, column), **common)
     assert column is not None
     if kind in ("sum", "mean", "variance", "std"):
         return _moments(ctx, kind, column, common)
@@ -194,7 +203,9 @@ def _check_column(ctx: TableContext, name: object, where: str = "the query") -> 
 def _condition(ctx: TableContext, cond: Condition) -> Condition:
     column = _check_column(ctx, cond.column, "the filter")
     if cond.op not in COMPARISONS:
-        raise InvalidParameterError(f"unknown filter operator {cond.op!r}; use one of {COMPARISONS}.")
+        raise InvalidParameterError(
+            f"unknown filter operator {cond.op!r}; use one of {COMPARISONS}."
+        )
     kind, type_name = ctx.kinds[column], ctx.types[column]
     if cond.op in ("is null", "not null"):
         return Condition(column, cond.op)
@@ -206,7 +217,9 @@ def _condition(ctx: TableContext, cond: Condition) -> Condition:
         raise InvalidParameterError(
             f"boolean column {column!r} is filtered by == or != (or a list), not {cond.op!r}."
         )
-    return Condition(column, cond.op, canonical(cond.value, column, kind, type_name, "filter value"))
+    return Condition(
+        column, cond.op, canonical(cond.value, column, kind, type_name, "filter value")
+    )
 
 
 def _count_value(ctx: TableContext, column: str | None) -> Value | None:
@@ -224,9 +237,7 @@ def _count_value(ctx: TableContext, column: str | None) -> Value | None:
     return Value(column, numeric=numeric, nulls=spec.nulls, replacement=replacement)
 
 
-def numeric_value(
-    ctx: TableContext, column: str, bounds: tuple[float, float] | None
-) -> Value:
+def numeric_value(ctx: TableContext, column: str, bounds: tuple[float, float] | None) -> Value:
     """How a numeric query reads ``column``; errors for columns with no numbers."""
     spec = ctx.schema.get(column)
     kind = ctx.kinds[column]
@@ -280,10 +291,14 @@ def _category_value(ctx: TableContext, column: str) -> Value:
     )
 
 
-def _bounds(ctx: TableContext, column: str, bounds: Any, *, allow_private: bool) -> tuple[float, float]:
+def _bounds(
+    ctx: TableContext, column: str, bounds: Any, *, allow_private: bool
+) -> tuple[float, float]:
     if isinstance(bounds, str):
         accepted = "(lo, hi) or 'private'" if allow_private else "(lo, hi)"
-        hint = "" if allow_private else " bounds='private' is accepted by sum, mean, variance and std."
+        hint = (
+            "" if allow_private else " bounds='private' is accepted by sum, mean, variance and std."
+        )
         raise InvalidParameterError(f"bounds must be {accepted}, got a string.{hint}")
     if bounds is not None:
         return check_bounds(bounds)
@@ -350,8 +365,7 @@ def _grouping(ctx: TableContext, group_by: Any, keys: Any) -> Grouping | None:
     for key in keys:
         canon.append(
             tuple(
-                canonical(part, c, ctx.kinds[c], ctx.types[c], "key")
-                for part, c in zip(key, cols)
+                canonical(part, c, ctx.kinds[c], ctx.types[c], "key") for part, c in zip(key, cols)
             )
         )
     if len(set(canon)) != len(canon):
@@ -516,6 +530,7 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
             )
         domain, labels = _domain(ctx, column, spec.domain, "histogram()")
         _check_memory(grouping, len(domain), "the histogram")
+        _check_method(method, len(domain), common["epsilon"], max_count)
         return ValidatedQuery(
             statistic="histogram",
             value=_category_value(ctx, column),
@@ -549,6 +564,7 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
         )
     assert edges is not None
     _check_memory(grouping, len(edges) - 1, "the histogram's bins")
+    _check_method(method, len(edges) - 1, common["epsilon"], max_count)
     return ValidatedQuery(
         statistic="histogram",
         value=numeric_value(ctx, column, (edges[0], edges[-1])),
@@ -556,6 +572,21 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
         method=method,
         max_count=max_count,
         **common,
+    )
+
+
+def _check_method(method: str | None, n: int, epsilon: float, max_count: int | None) -> None:
+    """The memory a :mod:`dpkit.histograms` method needs for n bins (public; before the charge)."""
+    if method not in ("noise_first", "structure_first"):
+        return  # the others need O(n log n) memory, covered by the bins' own check
+    from dpkit.histograms._memory import check_memory, memory_needed
+    from dpkit.histograms.structure_first import default_n_bins
+
+    k = default_n_bins(n, epsilon, max_count) if method == "structure_first" else None
+    check_memory(
+        memory_needed(method, n, k),
+        f"histogram(method={method!r}) over {n:,} bins",
+        "use fewer bins or another method.",
     )
 
 
@@ -567,10 +598,15 @@ def _max_count(max_count: Any, method: str | None) -> int | None:
         )
     if max_count is None:
         return None
-    if method != "structure_first":
-        raise InvalidParameterError("max_count= is used by method='structure_first' only.")
-    if isinstance(max_count, bool) or not isinstance(max_count, int | float) or not (
-        math.isfinite(max_count) and max_count >= 1
+    if method not in _MAX_COUNT_METHODS:
+        raise InvalidParameterError(
+            "max_count= is used by method='structure_first' (a bound on any bin's count) and "
+            "method='auto' (a bound on the number of rows) only."
+        )
+    if (
+        isinstance(max_count, bool)
+        or not isinstance(max_count, int | float)
+        or not (math.isfinite(max_count) and max_count >= 1)
     ):
         raise InvalidParameterError("max_count must be a number >= 1.")
     return math.ceil(max_count)

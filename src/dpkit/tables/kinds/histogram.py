@@ -79,12 +79,15 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
             if v.edges is not None:
                 kwargs["edges"] = np.asarray(v.edges)
             if v.max_count is not None:
-                kwargs["max_count"] = v.max_count
+                # auto's scale bound is on rows, StructureFirst's on any one bin.
+                key = "max_records" if v.method == "auto" else "max_count"
+                kwargs[key] = v.max_count
             published = publish(row, eps_unit, **kwargs)
             values.append(np.asarray(published.estimates))
             cis.append(None)
         details.update(
-            method=v.method, epsilon_per_row=eps_unit,
+            method=v.method,
+            epsilon_per_row=eps_unit,
             published=published if grouping is None else None,
         )
         mechanism = v.method
@@ -92,14 +95,12 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         mech = Geometric(epsilon=eps_hist, sensitivity=k, size=max(counts.size, 1))
         h = mech.half_width(v.level)
         if counts.shape[0]:
-            noisy = np.asarray(
-                mech.randomise(counts.reshape(-1), rng=rng), dtype=np.int64
-            ).reshape(counts.shape)
+            noisy = np.asarray(mech.randomise(counts.reshape(-1), rng=rng), dtype=np.int64).reshape(
+                counts.shape
+            )
             for row in noisy:
                 values.append(row)
                 cis.append((np.maximum(row - h, 0.0), row + h))
         details.update(half_width=h, scale=mech.scale)
         mechanism = "geometric"
     return G.finish(v, keys, values, cis, mechanism, details)
-
-

@@ -1,0 +1,182 @@
+"""Hb, AHP, DAWA and the workload-aware default: contracts, transcripts, audits, errors."""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from dpkit import histograms
+from dpkit.accounting import Accountant, Budget
+from dpkit.errors import InvalidParameterError
+from dpkit.histograms._workload import workload_ranges
+from dpkit.histograms.dawa import dyadic_lengths, private_partition
+from dpkit.histograms.hb import hb_choice
+from dpkit.mechanisms import Laplace, as_source
+
+# The modules (the package exports functions of the same names).
+dawa_module = importlib.import_module("dpkit.histograms.dawa")
+ahp_module = importlib.import_module("dpkit.histograms.ahp")
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpkit.PrivacyWarning")
+
+PUBLISHERS = {
+    "hb": lambda x, e, **kw: histograms.hb(x, e, **kw),
+    "ahp": lambda x, e, **kw: histograms.ahp(x, e, **kw),
+    "dawa": lambda x, e, **kw: histograms.dawa(x, e, **kw),
+    "auto": lambda x, e, **kw: histograms.auto(x, e, max_records=500, **kw),
+}
+
+
+def _data(n: int = 64, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = np.zeros(n)
+    x[n // 4 : n // 2] = rng.poisson(20, n // 4)
+    x[3 * n // 4 :] = rng.poisson(2, n - 3 * n // 4)
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHERS))
+def test_range_answers_are_sums_of_the_estimates(name: str) -> None:
+    x = _data()
+    h = PUBLISHERS[name](x, 0.5, rng=3)
+    lo, hi = workload_ranges(x.size, "ranges", 200)
+    prefix = np.concatenate(([0.0], np.cumsum(h.estimates)))
+    assert np.allclose(h.answer(lo, hi), prefix[hi + 1] - prefix[lo])
+    assert h.estimates.shape == x.shape and h.epsilon == 0.5
+    assert np.all(h.answer_error(lo, hi) > 0)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHERS))
+def test_transcripts_of_neighbours_differ_only_in_noisy_values(name: str) -> None:
+    # Same call, same seed, a neighbour (one count +1, including a new non-empty bin
+    # and a huge count): the same keys, epsilon, charge and ledger rows.
+    x = _data()
+    neighbours = [x.copy() for _ in range(3)]
+    neighbours[0][5] += 1  # an empty bin becomes non-empty
+    neighbours[1][20] += 1
+    big = x.copy()
+    big[40] = 1e9
+    neighbours[2] = big.copy()
+    neighbours[2][40] += 1
+    pairs = [(x, neighbours[0]), (x, neighbours[1]), (big, neighbours[2])]
+    for a, b in pairs:
+        seen = []
+        for counts in (a, b):
+            acc = Accountant(Budget(2.0))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                h = PUBLISHERS[name](counts, 0.5, rng=11, accountant=acc)
+            seen.append(
+                (
+                    h.method,
+                    h.epsilon,
+                    sorted(h.details),
+                    acc.spent,
+                    [(e.label, e.cost, e.scopes) for e in acc.history],
+                    [type(w.message).__name__ for w in caught],
+                    h.estimates.shape,
+                )
+            )
+        assert seen[0] == seen[1]
+
+
+def test_public_choices_do_not_look_at_the_counts() -> None:
+    # Hb's branching and auto's method are functions of n, epsilon, scale, workload.
+    assert hb_choice(16, 1.0, "ranges") is None  # small domains: flat
+    assert hb_choice(4096, 1.0, "ranges") is not None
+    assert hb_choice(4096, 1.0, "units") is None  # single bins: flat is best
+    assert histograms.choose_method(1024, 0.1, 1000, "ranges") == "dawa"
+    assert histograms.choose_method(1024, 1.0, 10**7, "ranges") == "hb"
+    assert histograms.choose_method(1024, 1.0, None, "ranges") == "dawa"
+    a = histograms.hb(np.zeros(256), 1.0, rng=1)
+    b = histograms.hb(np.full(256, 1e6), 1.0, rng=1)
+    assert a.details["hb_branching"] == b.details["hb_branching"]
+    with pytest.raises(InvalidParameterError, match="workload"):
+        histograms.choose_method(10, 1.0, 10, "everything")
+
+
+def test_invalid_parameters_are_refused_before_the_charge() -> None:
+    acc = Accountant(Budget(1.0))
+    with pytest.raises(InvalidParameterError):
+        histograms.dawa(np.ones(8), 0.5, partition_share=1.5, accountant=acc)
+    with pytest.raises(InvalidParameterError):
+        histograms.ahp(np.ones(8), 0.5, eta=-1, accountant=acc)
+    with pytest.raises(InvalidParameterError):
+        histograms.hb(np.ones(8), 0.5, workload="all", accountant=acc)
+    with pytest.raises(InvalidParameterError):
+        histograms.auto(np.ones(8), 0.5, max_records=-3, accountant=acc)
+    assert acc.spent == Budget(0.0)
+
+
+def test_dawa_partition_follows_the_data_at_high_epsilon() -> None:
+    # Flat pieces: at a large epsilon the buckets do not straddle the jumps.
+    x = np.concatenate([np.zeros(32), np.full(32, 50.0)])
+    h = histograms.dawa(x, 50.0, rng=2)
+    assert 32 in set(h.bins.tolist())
+    assert h.n_bins < 16
+    assert np.abs(h.estimates - x).max() < 2.0
+
+
+def test_ahp_groups_equal_counts_wherever_they_are() -> None:
+    x = np.tile([0.0, 0.0, 40.0, 0.0], 16)
+    h = histograms.ahp(x, 20.0, rng=4)
+    labels = h.details["labels"]
+    assert len(set(labels[x == 40.0].tolist())) == 1
+    assert len(set(labels[x == 0.0].tolist())) == 1
+    assert np.abs(h.estimates - x).max() < 1.0
+
+
+@pytest.mark.parametrize("name", ["dawa", "ahp", "hb"])
+def test_answer_error_matches_simulation_given_the_structure(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The structure held fixed (it is what the errors condition on): the stated
+    # noise sd of range answers, partial buckets included, matches 400 repeats.
+    monkeypatch.setattr(dawa_module, "private_partition", lambda *a: np.array([0, 5, 13, 14, 32]))
+    monkeypatch.setattr(ahp_module, "cluster_sorted", lambda v, _: np.arange(v.size) % 3)
+    x = np.full(32, 10.0)
+    lo, hi = np.array([0, 3, 10, 6, 2]), np.array([31, 17, 10, 12, 13])
+    answers, stated = [], []
+    for seed in range(400):
+        h = PUBLISHERS[name](x, 2.0, rng=seed, **({} if name == "ahp" else {"workload": "ranges"}))
+        answers.append(h.answer(lo, hi))
+        stated.append(h.answer_error(lo, hi))
+    empirical = np.std(np.array(answers), axis=0)
+    assert empirical == pytest.approx(np.mean(stated, axis=0), rel=0.15)
+
+
+def _partition_loss(sensitivity: float, runs: int) -> float:
+    """Largest |log P(P | x) / P(P | x')| over frequent partitions P (DAWA's stage 1)."""
+    x, y = np.array([0.0, 0.0, 2.0, 0.0]), np.array([0.0, 0.0, 3.0, 0.0])
+    lengths = dyadic_lengths(4)
+    noise = Laplace(epsilon=1.0, sensitivity=sensitivity, size=lengths.size * 4, changed=3)
+    seen = []
+    for seed, counts in ((1, x), (2, y)):
+        source = as_source(np.random.default_rng(seed))
+        seen.append(
+            collections.Counter(
+                tuple(private_partition(counts, lengths, noise, 1.0, source).tolist())
+                for _ in range(runs)
+            )
+        )
+    worst = 0.0
+    for partition in set(seen[0]) | set(seen[1]):
+        p, q = seen[0][partition] / runs, seen[1][partition] / runs
+        if min(p, q) > 0.02:
+            # Lower end of a ~3-sigma interval of the log ratio (delta method).
+            se = math.sqrt((1 - p) / (p * runs) + (1 - q) / (q * runs))
+            worst = max(worst, abs(math.log(p / q)) - 3 * se)
+    return worst
+
+
+@pytest.mark.audit
+def test_dawa_partition_audit_within_epsilon_and_fails_when_broken() -> None:
+    # dpkit's scale (2Δ/epsilon_1, Δ = 2): the empirical loss stays below epsilon_1 = 1.
+    assert _partition_loss(2.0 * dawa_module.DEVIATION_SENSITIVITY, 20000) <= 1.0
+    # A noise scale 8 times too small is caught.
+    assert _partition_loss(0.5, 20000) > 1.0
