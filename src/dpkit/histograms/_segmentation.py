@@ -114,7 +114,68 @@ def _append(  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _sse_row(  # pragma: no cover - compiled
+def _sse_scan(  # pragma: no cover - compiled
+    base: NDArray[np.float64],
+    out: NDArray[np.float64],
+    start: NDArray[np.int64],
+    s1: NDArray[np.float64],
+    s2: NDArray[np.float64],
+    first: int,
+    penalty: float,
+    mu_lo: float,
+    mu_hi: float,
+) -> None:
+    """``out[i] = min_{first <= a < i, base[a] finite} base[a] + penalty + C(a, i)``, i > first.
+
+    A k-constrained row: ``base`` is row j - 1, ``first = j - 1``, no penalty.
+    The penalised problem: ``base`` *is* ``out`` (each total becomes a
+    candidate once computed), ``first = 0``, ``out[0] = 0``. ``out[:first + 1]``
+    is left as the caller set it.
+    """
+    n = s1.size - 1
+    consts = np.empty(n + 1)
+    size = 4 * (n + 1) + 8
+    lo = np.empty(size)
+    hi = np.empty(size)
+    owner = np.empty(size, dtype=np.int64)
+    new_lo = np.empty(size)
+    new_hi = np.empty(size)
+    new_owner = np.empty(size, dtype=np.int64)
+    consts[first] = base[first] + penalty - s2[first]
+    lo[0] = mu_lo
+    hi[0] = mu_hi
+    owner[0] = first
+    n_pieces = 1
+    for i in range(first + 1, n + 1):
+        c = i - 1
+        if c > first and base[c] < math.inf:
+            consts[c] = base[c] + penalty - s2[c]
+            n_pieces = _insert(
+                c, consts[c], s1, consts, lo, hi, owner, n_pieces, new_lo, new_hi, new_owner
+            )
+            lo, new_lo = new_lo, lo
+            hi, new_hi = new_hi, hi
+            owner, new_owner = new_owner, owner
+        # The minimum over the live candidates (a candidate may own several pieces);
+        # ties go to the smallest start, as argmin in the reference.
+        best = math.inf
+        best_a = owner[0]
+        for p in range(n_pieces):
+            a = owner[p]
+            width = float(i - a)
+            d1 = s1[i] - s1[a]
+            cost = (s2[i] - s2[a]) - d1 * d1 / width
+            if cost < 0.0:
+                cost = 0.0
+            value = base[a] + cost
+            if value < best or (value == best and a < best_a):
+                best = value
+                best_a = a
+        out[i] = best + penalty
+        start[i] = best_a
+
+
+def _sse_row(
     previous: NDArray[np.float64],
     s1: NDArray[np.float64],
     s2: NDArray[np.float64],
@@ -125,107 +186,9 @@ def _sse_row(  # pragma: no cover - compiled
     start: NDArray[np.int64],
 ) -> None:
     """Row j of the k-constrained table from row j - 1 (``previous``)."""
-    n = s1.size - 1
-    consts = np.empty(n + 1)
-    size = 4 * (n + 1) + 8
-    lo = np.empty(size)
-    hi = np.empty(size)
-    owner = np.empty(size, dtype=np.int64)
-    new_lo = np.empty(size)
-    new_hi = np.empty(size)
-    new_owner = np.empty(size, dtype=np.int64)
-    for i in range(n + 1):
-        row[i] = math.inf
-        start[i] = 0
-    first = j - 1
-    consts[first] = previous[first] - s2[first]
-    lo[0] = mu_lo
-    hi[0] = mu_hi
-    owner[0] = first
-    n_pieces = 1
-    for i in range(j, n + 1):
-        c = i - 1
-        if c > first and previous[c] < math.inf:
-            consts[c] = previous[c] - s2[c]
-            n_pieces = _insert(
-                c, consts[c], s1, consts, lo, hi, owner, n_pieces, new_lo, new_hi, new_owner
-            )
-            lo, new_lo = new_lo, lo
-            hi, new_hi = new_hi, hi
-            owner, new_owner = new_owner, owner
-        # The minimum over the live candidates (a candidate may own several pieces);
-        # ties go to the smallest start, as argmin in the reference.
-        best = math.inf
-        best_a = owner[0]
-        for p in range(n_pieces):
-            a = owner[p]
-            width = float(i - a)
-            d1 = s1[i] - s1[a]
-            cost = (s2[i] - s2[a]) - d1 * d1 / width
-            if cost < 0.0:
-                cost = 0.0
-            value = previous[a] + cost
-            if value < best or (value == best and a < best_a):
-                best = value
-                best_a = a
-        row[i] = best
-        start[i] = best_a
-
-
-@njit(cache=True, nogil=True)
-def _sse_penalised(  # pragma: no cover - compiled
-    s1: NDArray[np.float64],
-    s2: NDArray[np.float64],
-    penalty: float,
-    mu_lo: float,
-    mu_hi: float,
-    total: NDArray[np.float64],
-    start: NDArray[np.int64],
-) -> None:
-    """``total[i] = min_a total[a] + C(a, i) + penalty`` with ``total[0] = 0``."""
-    n = s1.size - 1
-    consts = np.empty(n + 1)
-    size = 4 * (n + 1) + 8
-    lo = np.empty(size)
-    hi = np.empty(size)
-    owner = np.empty(size, dtype=np.int64)
-    new_lo = np.empty(size)
-    new_hi = np.empty(size)
-    new_owner = np.empty(size, dtype=np.int64)
-    total[0] = 0.0
-    start[0] = 0
-    consts[0] = penalty - s2[0]
-    lo[0] = mu_lo
-    hi[0] = mu_hi
-    owner[0] = 0
-    n_pieces = 1
-    for i in range(1, n + 1):
-        c = i - 1
-        if c > 0:
-            consts[c] = total[c] + penalty - s2[c]
-            n_pieces = _insert(
-                c, consts[c], s1, consts, lo, hi, owner, n_pieces, new_lo, new_hi, new_owner
-            )
-            lo, new_lo = new_lo, lo
-            hi, new_hi = new_hi, hi
-            owner, new_owner = new_owner, owner
-        # The minimum over the live candidates (a candidate may own several pieces);
-        # ties go to the smallest start, as argmin in the reference.
-        best = math.inf
-        best_a = owner[0]
-        for p in range(n_pieces):
-            a = owner[p]
-            width = float(i - a)
-            d1 = s1[i] - s1[a]
-            cost = (s2[i] - s2[a]) - d1 * d1 / width
-            if cost < 0.0:
-                cost = 0.0
-            value = total[a] + cost
-            if value < best or (value == best and a < best_a):
-                best = value
-                best_a = a
-        total[i] = best + penalty
-        start[i] = best_a
+    row[:] = np.inf
+    start[:] = 0
+    _sse_scan(previous, row, start, s1, s2, j - 1, 0.0, mu_lo, mu_hi)
 
 
 def _prefix_sums(
@@ -348,9 +311,10 @@ def sse_penalised(values: ArrayLike, penalty: float) -> tuple[NDArray[np.int64],
     """
     s1, s2, mu_lo, mu_hi = _prefix_sums(values)
     n = s1.size - 1
-    total = np.empty(n + 1)
-    start = np.empty(n + 1, dtype=np.int64)
-    _sse_penalised(s1, s2, float(penalty), mu_lo, mu_hi, total, start)
+    total = np.full(n + 1, np.inf)
+    total[0] = 0.0
+    start = np.zeros(n + 1, dtype=np.int64)
+    _sse_scan(total, total, start, s1, s2, 0, float(penalty), mu_lo, mu_hi)
     bounds = [n]
     while bounds[-1] > 0:
         bounds.append(int(start[bounds[-1]]))
