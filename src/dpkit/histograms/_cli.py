@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,67 +148,110 @@ def bin_counts(values: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArr
     return np.bincount(np.clip(index, 0, n - 1), minlength=n).astype(np.float64)
 
 
+@dataclass(frozen=True)
+class HistogramOptions:
+    """The public options of ``dpkit histogram`` besides the bins: one value, checked once.
+
+    :meth:`check` runs before anything is charged or read; :func:`publish` then
+    only dispatches them (after the charge nothing is validated, so nothing fails).
+    """
+
+    n_bins: int | None = None
+    max_count: float | None = None
+    statistic: str = "mean"
+    branching: int | None = None
+    selection: str = "paper"
+    sampler: str = "paper"
+    workload: str = "ranges"
+
+    def check(self, name: str, n_units: int) -> None:
+        """Every option of method ``name`` over ``n_units`` unit bins, and its memory."""
+        from dpkit.histograms._workload import WORKLOADS
+
+        if self.statistic not in ("mean", "median"):
+            raise InvalidParameterError("--statistic must be 'mean' or 'median'.")
+        if self.selection not in ("paper", "penalised"):
+            raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
+        if self.sampler not in ("paper", "joint"):
+            raise InvalidParameterError("--sampler must be 'paper' or 'joint'.")
+        if self.workload not in WORKLOADS:
+            raise InvalidParameterError(f"--workload must be one of {', '.join(WORKLOADS)}.")
+        b = self.branching
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 2):
+            raise InvalidParameterError("--branching must be an integer >= 2.")
+        if self.n_bins is not None and not 1 <= self.n_bins <= n_units:
+            raise InvalidParameterError(f"--n-bins must be in [1, {n_units}] (the unit bins).")
+        if self.max_count is not None and not (
+            math.isfinite(self.max_count) and self.max_count > 0
+        ):
+            raise InvalidParameterError("--max-count must be a finite number > 0.")
+        if name == "structure-first" and self.statistic == "mean" and self.max_count is None:
+            raise InvalidParameterError(
+                "structure-first needs --max-count F, a public upper bound on any unit count "
+                "(e.g. the table's known maximum size), or --statistic median."
+            )
+        check_memory(
+            memory_needed(
+                name,
+                n_units,
+                self.n_bins,
+                statistic=self.statistic,
+                selection=self.selection,
+                sampler=self.sampler,
+            ),
+            f"{name} over {n_units:,} unit bins",
+            "use wider unit bins, a smaller --n-bins, --statistic mean, or --method laplace / "
+            "hierarchical, which need little memory.",
+        )
+
+
 def publish(
     counts: NDArray[np.float64],
-    method: str,
+    name: str,
     epsilon: float,
+    options: HistogramOptions,
     *,
     edges: NDArray[np.float64],
-    n_bins: int | None = None,
-    max_count: float | None = None,
-    statistic: str = "mean",
-    branching: int | None = None,
-    selection: str = "paper",
-    sampler: str = "paper",
-    workload: str = "ranges",
     rng: object = None,
     accountant: Any = None,
 ) -> PublishedHistogram:
-    """Dispatch to the publisher named ``method`` (one of :data:`METHODS`)."""
+    """Dispatch to the publisher ``name`` (one of :data:`METHODS`; options already checked)."""
     from dpkit import histograms
 
-    name = method.replace("_", "-").lower()
-    if name not in METHODS:
-        raise InvalidParameterError(
-            f"--method must be one of {', '.join(METHODS)}; got {method!r}."
-        )
-    if statistic not in ("mean", "median"):
-        raise InvalidParameterError("--statistic must be 'mean' or 'median'.")
-    stat: Literal["mean", "median"] = "median" if statistic == "median" else "mean"
+    o = options
+    stat: Literal["mean", "median"] = "median" if o.statistic == "median" else "mean"
     common: dict[str, Any] = {"rng": rng, "accountant": accountant, "edges": edges}
     if name == "laplace":
         return histograms.laplace(counts, epsilon, **common)
     if name == "hierarchical":
-        extra = {} if branching is None else {"branching": branching}
+        extra = {} if o.branching is None else {"branching": o.branching}
         return histograms.hierarchical(counts, epsilon, **extra, **common)
     if name == "hb":
-        return histograms.hb(counts, epsilon, workload=workload, **common)
+        return histograms.hb(counts, epsilon, workload=o.workload, **common)
     if name == "ahp":
         return histograms.ahp(counts, epsilon, **common)
     if name == "dawa":
-        return histograms.dawa(counts, epsilon, workload=workload, **common)
+        return histograms.dawa(counts, epsilon, workload=o.workload, **common)
     if name == "auto":
-        return histograms.auto(counts, epsilon, max_records=max_count, workload=workload, **common)
+        return histograms.auto(
+            counts, epsilon, max_records=o.max_count, workload=o.workload, **common
+        )
     if name == "noise-first":
-        if selection not in ("paper", "penalised"):
-            raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
         return histograms.noise_first(
             counts,
             epsilon,
-            n_bins=n_bins,
+            n_bins=o.n_bins,
             statistic=stat,
-            selection="penalised" if selection == "penalised" else "paper",
+            selection="penalised" if o.selection == "penalised" else "paper",
             **common,
         )
-    if sampler not in ("paper", "joint"):
-        raise InvalidParameterError("--sampler must be 'paper' or 'joint'.")
     return histograms.structure_first(
         counts,
         epsilon,
-        n_bins=n_bins,
-        max_count=max_count,
+        n_bins=o.n_bins,
+        max_count=o.max_count,
         statistic=stat,
-        sampler="joint" if sampler == "joint" else "paper",
+        sampler="joint" if o.sampler == "joint" else "paper",
         **common,
     )
 
@@ -264,42 +308,6 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
     return table
 
 
-def check_options(
-    name: str,
-    n_units: int,
-    *,
-    n_bins: int | None,
-    max_count: float | None,
-    statistic: str,
-    branching: int | None,
-    selection: str,
-    sampler: str,
-    workload: str,
-) -> None:
-    """Every public option of ``name``, checked before anything is charged or read."""
-    from dpkit.histograms._workload import WORKLOADS
-
-    if statistic not in ("mean", "median"):
-        raise InvalidParameterError("--statistic must be 'mean' or 'median'.")
-    if selection not in ("paper", "penalised"):
-        raise InvalidParameterError("--selection must be 'paper' or 'penalised'.")
-    if sampler not in ("paper", "joint"):
-        raise InvalidParameterError("--sampler must be 'paper' or 'joint'.")
-    if workload not in WORKLOADS:
-        raise InvalidParameterError(f"--workload must be one of {', '.join(WORKLOADS)}.")
-    if branching is not None and (not isinstance(branching, int) or branching < 2):
-        raise InvalidParameterError("--branching must be an integer >= 2.")
-    if n_bins is not None and not 1 <= n_bins <= n_units:
-        raise InvalidParameterError(f"--n-bins must be in [1, {n_units}] (the unit bins).")
-    if max_count is not None and not (math.isfinite(max_count) and max_count > 0):
-        raise InvalidParameterError("--max-count must be a finite number > 0.")
-    if name == "structure-first" and statistic == "mean" and max_count is None:
-        raise InvalidParameterError(
-            "structure-first needs --max-count F, a public upper bound on any unit count "
-            "(e.g. the table's known maximum size), or --statistic median."
-        )
-
-
 def histogram_command(
     table: Path,
     column: str,
@@ -347,9 +355,7 @@ def histogram_command(
         raise InvalidParameterError(
             f"--method must be one of {', '.join(METHODS)}; got {method!r}."
         )
-    check_options(
-        name,
-        grid.size - 1,
+    options = HistogramOptions(
         n_bins=n_bins,
         max_count=max_count,
         statistic=statistic,
@@ -358,19 +364,7 @@ def histogram_command(
         sampler=sampler,
         workload=workload,
     )
-    check_memory(
-        memory_needed(
-            name,
-            grid.size - 1,
-            n_bins,
-            statistic=statistic,
-            selection=selection,
-            sampler=sampler,
-        ),
-        f"{name} over {grid.size - 1:,} unit bins",
-        "use wider unit bins, a smaller --n-bins, --statistic mean, or --method laplace / "
-        "hierarchical, which need little memory.",
-    )
+    options.check(name, grid.size - 1)
     check_column(table, column)
     payer = (
         as_accountant(accountant)
@@ -380,20 +374,7 @@ def histogram_command(
 
     def release() -> PublishedHistogram:
         counts = bin_counts(read_column(table, column), grid)
-        return publish(
-            counts,
-            name,
-            epsilon,
-            edges=grid,
-            n_bins=n_bins,
-            max_count=max_count,
-            statistic=statistic,
-            branching=branching,
-            selection=selection,
-            sampler=sampler,
-            workload=workload,
-            rng=seed,
-        )
+        return publish(counts, name, epsilon, options, edges=grid, rng=seed)
 
     label = f"histogram({column}, {name}, {grid.size - 1} unit bins)"
     histogram = charge_and_run(payer, Budget(epsilon), label, release)
