@@ -10,7 +10,7 @@ from rich.console import Console
 
 from dpkit import histograms
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._cli import bin_counts, histogram_command, unit_edges
+from dpkit.histograms._cli import METHODS, bin_counts, histogram_command, unit_edges
 from dpkit.histograms.plot import plot_comparison, plot_histogram, save
 
 
@@ -45,7 +45,7 @@ def test_bin_counts_clip_out_of_range_values_into_the_end_bins() -> None:
     assert counts.tolist() == [3, 1, 3]
 
 
-@pytest.mark.parametrize("method", ["laplace", "hierarchical", "noise-first", "structure-first"])
+@pytest.mark.parametrize("method", METHODS)
 def test_every_method_runs_end_to_end(table: Path, tmp_path: Path, method: str) -> None:
     console = Console(record=True, width=100)
     out = tmp_path / f"{method}.png"
@@ -153,3 +153,51 @@ def test_bin_labels_read_well_and_the_table_says_how_values_are_clipped(tmp_path
     text = console.export_text()
     assert "[46650, 46650.5)" in text and "e+04" not in text
     assert "counted in the first bin" in text
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("hostile", ["150", "1e308", "nan", "-inf", "abc", "", "2024-02-30"])
+def test_cli_transcripts_of_neighbouring_files_differ_only_in_noisy_values(
+    table: Path, tmp_path: Path, method: str, hostile: str
+) -> None:
+    """One more row (a hostile entry): the same charge, ledger row, details, warnings, layout."""
+    import re
+    import warnings
+
+    from dpkit.accounting import Accountant, Budget
+
+    neighbour = tmp_path / "neighbour.csv"
+    neighbour.write_text(table.read_text() + f"{hostile},extra\n")
+    seen = []
+    for path in (table, neighbour):
+        acc = Accountant(Budget(5.0))
+        console = Console(record=True, width=120)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            h = histogram_command(
+                path,
+                "age",
+                method,
+                1.0,
+                bounds=(0, 100),
+                width=5,
+                max_count=500,
+                seed=3,
+                console=console,
+                accountant=acc,
+            )
+        text = console.export_text()
+        fixed_structure = method in ("laplace", "hierarchical", "hb")
+        seen.append(
+            (
+                h.method,
+                h.epsilon,
+                sorted(h.details),
+                [(r.label, r.cost, r.scopes) for r in acc.history],
+                sorted({type(w.message).__name__ for w in caught}),
+                re.sub(r"[-0-9.,e+]+", "#", text)
+                if fixed_structure
+                else text.count("DP histogram"),
+            )
+        )
+    assert seen[0] == seen[1]
