@@ -207,6 +207,29 @@ def _prefix_sums(
     return s1, s2, low - margin, high + margin
 
 
+def _forward(
+    sums: tuple[NDArray[np.float64], NDArray[np.float64], float, float],
+    previous: NDArray[np.float64],
+    first: int,
+    last: int,
+) -> Iterator[tuple[int, NDArray[np.float64], NDArray[np.int64]]]:
+    """Rows j = first .. last, starting from row first - 1 (``previous``)."""
+    s1, s2, mu_lo, mu_hi = sums
+    for j in range(first, last + 1):
+        row = np.empty(s1.size)
+        start = np.empty(s1.size, dtype=np.int64)
+        _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start)
+        yield j, row, start
+        previous = row
+
+
+def _empty_row(n: int) -> NDArray[np.float64]:
+    """Row 0: the empty histogram (zero cost for no counts, impossible otherwise)."""
+    row = np.full(n + 1, np.inf)
+    row[0] = 0.0
+    return row
+
+
 def sse_rows(
     values: ArrayLike, max_bins: int
 ) -> Iterator[tuple[int, NDArray[np.float64], NDArray[np.int64]]]:
@@ -215,18 +238,11 @@ def sse_rows(
     ``T_j[i]`` is the least SSE of a j-bin histogram of ``values[:i]`` (``+inf``
     when ``i < j``) and ``start_j[i]`` where its last bin starts. Memory O(n).
     """
-    s1, s2, mu_lo, mu_hi = _prefix_sums(values)
-    n = s1.size - 1
+    sums = _prefix_sums(values)
+    n = sums[0].size - 1
     if not 1 <= max_bins <= max(n, 1):
         raise ValueError(f"max_bins must be in [1, {n}], got {max_bins}")
-    previous = np.full(n + 1, np.inf)
-    previous[0] = 0.0
-    for j in range(1, max_bins + 1):
-        row = np.empty(n + 1)
-        start = np.empty(n + 1, dtype=np.int64)
-        _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start)
-        yield j, row, start
-        previous = row
+    yield from _forward(sums, _empty_row(n), 1, max_bins)
 
 
 #: Memory the backward row iterator may keep; beyond it, rows are recomputed.
@@ -247,41 +263,28 @@ def sse_rows_backwards(
     """
     if keep not in ("values", "starts"):
         raise ValueError("keep must be 'values' or 'starts'")
-    s1, s2, mu_lo, mu_hi = _prefix_sums(values)
-    n = s1.size - 1
+    sums = _prefix_sums(values)
+    n = sums[0].size - 1
     if not 1 <= max_bins <= max(n, 1):
         raise ValueError(f"max_bins must be in [1, {n}], got {max_bins}")
     width = 8 if keep == "values" else 4
-    if max_bins * (n + 1) * width <= memory:
-        block = max_bins
-    else:
-        block = max(1, math.isqrt(max_bins))
-    first = np.full(n + 1, np.inf)
-    first[0] = 0.0
+    fits = max_bins * (n + 1) * width <= memory
+    block = max_bins if fits else max(1, math.isqrt(max_bins))
     # Checkpoints: the T row before each block (row 0 is the empty histogram).
-    checkpoints = {0: first}
-    previous = first
-    if block < max_bins:
-        for j in range(1, max_bins + 1):
-            row = np.empty(n + 1)
-            start = np.empty(n + 1, dtype=np.int64)
-            _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start)
-            previous = row
-            if j % block == 0 and j < max_bins:
+    checkpoints = {0: _empty_row(n)}
+    if not fits:
+        for j, row, _ in _forward(sums, checkpoints[0], 1, max_bins - 1):
+            if j % block == 0:
                 checkpoints[j] = row
     for base in sorted(checkpoints, reverse=True):
-        stop = min(base + block, max_bins)
-        kept: list[NDArray[Any]] = []
-        previous = checkpoints[base]
-        for j in range(base + 1, stop + 1):
-            row = np.empty(n + 1)
-            start = np.empty(n + 1, dtype=np.int64)
-            _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start)
-            kept.append(row if keep == "values" else start.astype(np.int32))
-            previous = row
+        kept = [
+            row if keep == "values" else start.astype(np.int32)
+            for _, row, start in _forward(
+                sums, checkpoints[base], base + 1, min(base + block, max_bins)
+            )
+        ]
         for offset in range(len(kept) - 1, -1, -1):
-            yield base + 1 + offset, kept[offset]
-            kept.pop()
+            yield base + 1 + offset, kept.pop()
 
 
 def sse_optimal(values: ArrayLike, n_bins: int) -> NDArray[np.int64]:
