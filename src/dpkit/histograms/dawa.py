@@ -167,7 +167,7 @@ def dawa(
         partition_share: epsilon_1 / epsilon in (0, 1); default 0.25 (the paper's).
         workload: ``"ranges"``, ``"prefixes"`` or ``"units"`` (public), for stage 2.
     """
-    from dpkit.histograms.hb import hb, hb_choice
+    from dpkit.histograms.hb import hb
     from dpkit.mechanisms import Laplace
 
     x = check_counts(counts)
@@ -197,7 +197,7 @@ def dawa(
         totals = np.add.reduceat(x, boundaries[:-1])
         m = widths.size
         measured = hb(totals, eps_values, workload=workload, rng=source)
-        branching = hb_choice(m, eps_values, workload)
+        branching = measured.details["hb_branching"]  # Hb's own choice for m buckets
         bucket_of = np.repeat(np.arange(m), widths)
         estimates = np.repeat(measured.estimates / widths, widths)
         node_variance = 2.0 * measured.details["scale"] ** 2
