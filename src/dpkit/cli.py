@@ -139,6 +139,51 @@ def histogram(
 
 @app.command()
 @_friendly
+def histogram2d(
+    table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
+    x: str = typer.Argument(..., help="The numeric column on the horizontal axis."),
+    y: str = typer.Argument(..., help="The numeric column on the vertical axis."),
+    method: str = typer.Option("auto2d", help="auto2d | agrid | ugrid | dawa2d | laplace2d"),
+    epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
+    x_bounds: tuple[float, float] | None = typer.Option(None, help="Public range LO HI of x."),
+    y_bounds: tuple[float, float] | None = typer.Option(None, help="Public range LO HI of y."),
+    units: tuple[int, int] = typer.Option((128, 128), help="Unit cells NX NY within the bounds."),
+    n_records: float | None = typer.Option(
+        None, help="Public number of rows (auto2d, agrid, ugrid); else 5% of ε buys a count."
+    ),
+    plot: Path | None = typer.Option(None, help="Save a heat map (PNG, SVG, PDF)."),
+    seed: int | None = typer.Option(
+        None, help="Seed for reproducible noise (tests only; never publish)."
+    ),
+    ledger: Path | None = typer.Option(
+        None, help="Ledger that records spending (default: the file's own, see docs)."
+    ),
+    budget: float | None = typer.Option(
+        None, help="Total ε of this dataset, given once to create its ledger."
+    ),
+) -> None:
+    """Publish a DP 2-D histogram (a map) of two CSV columns over public cells."""
+    from dpkit.histograms._cli_grid import histogram2d_command
+
+    histogram2d_command(
+        table,
+        x,
+        y,
+        method,
+        epsilon,
+        x_bounds=x_bounds,
+        y_bounds=y_bounds,
+        units=units,
+        n_records=n_records,
+        plot=plot,
+        seed=seed,
+        ledger=ledger,
+        budget=budget,
+    )
+
+
+@app.command()
+@_friendly
 def budget(
     ledger: Path = typer.Argument(..., help="A dpkit ledger file.", exists=True, dir_okay=False),
 ) -> None:

@@ -251,3 +251,21 @@ def test_equal_width_bins_are_arithmetic_with_exact_end_bins() -> None:
     frame = engine.bin_counts(Rows(), Value("x", numeric=True, bounds=(0.0, 120.0)), (), e5)
     got = np.bincount(frame["bin"], weights=frame["n"], minlength=24)
     assert np.array_equal(got, np.bincount(np.minimum(ages // 5, 23).astype(int), minlength=24))
+
+
+def test_grid_cells_follow_each_axis_rule_and_drop_rows_missing_either_value(
+    frame: pd.DataFrame,
+) -> None:
+    eng = engine_for(frame)
+    x = Value("x", numeric=True, bounds=(0.0, 10.0))
+    y = Value("s", numeric=True, coerce=True, bounds=(0.0, 4.0))
+    out = eng.bin_counts_2d(Rows(), x, y, (0.0, 5.0, 10.0), (0.0, 2.0, 4.0))
+    cells = {(int(a), int(b)): int(n) for a, b, n in zip(out["bin_x"], out["bin_y"], out["n"])}
+    # Rows with both present: x 1 (s 1.5), 5 (s 2), -3 (s 4, clipped to x 0). NaN, inf,
+    # None, text and SECRET drop the row; 12 pairs with None.
+    assert cells == {(0, 0): 1, (1, 1): 1, (0, 1): 1}
+    replaced = Value(
+        "s", numeric=True, coerce=True, nulls="replace", replacement=3.0, bounds=(0.0, 4.0)
+    )
+    out = eng.bin_counts_2d(Rows(), x, replaced, (0.0, 5.0, 10.0), (0.0, 2.0, 4.0))
+    assert int(out["n"].sum()) == 6  # x present in 6 rows; every missing s becomes 3

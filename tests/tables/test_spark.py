@@ -85,6 +85,12 @@ def test_same_exact_aggregates_before_noise(engines: tuple[Any, DuckDBEngine]) -
             eng_b.bin_counts(rows, value, group, edges),
             ["_g0", "bin"],
         )
+        coerced_y = Value("t", numeric=True, coerce=True, bounds=(0.0, 5.0))
+        _same(
+            eng_a.bin_counts_2d(rows, value, coerced_y, edges, [0.0, 1.0, 2.5, 5.0]),
+            eng_b.bin_counts_2d(rows, value, coerced_y, edges, [0.0, 1.0, 2.5, 5.0]),
+            ["bin_x", "bin_y"],
+        )
         cat = Value("g", numeric=False)
         _same(
             eng_a.value_counts(Rows(), cat, (), ["a", "c"]),

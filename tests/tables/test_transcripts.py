@@ -108,6 +108,26 @@ CASES: list[Case] = [
         "histogram-auto",
         lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="auto", max_count=10_000),
     ),
+    *[
+        Case(
+            f"histogram2d-{m}",
+            lambda s, m=m: s.histogram2d(
+                "x", "t", epsilon=1.0, bins=(6, 5), bounds=(B, B), method=m
+            ),
+        )
+        for m in ("auto2d", "agrid", "ugrid", "dawa2d", "laplace2d")
+    ],
+    Case(
+        "histogram2d-declared-rows-edges",
+        lambda s: s.histogram2d(
+            "cnt",
+            "x",
+            epsilon=1.0,
+            edges=([0, 1, 5, 100], [0, 50, 100]),
+            n_records=50,
+            where={"flag": True},
+        ),
+    ),
     # -- bounds="private"
     Case("sum-private-bounds", lambda s: s.sum("x", epsilon=1.0, bounds="private"), _pb(ADD)),
     Case("mean-private-bounds", lambda s: s.mean("x", epsilon=1.0, bounds="private"), _pb(PLAIN)),
@@ -250,6 +270,10 @@ UNIT_CASES: list[Case] = [
     Case(
         "unit-histogram-hierarchical",
         lambda s: s.histogram("x", epsilon=1.0, bins=8, bounds=B, method="hierarchical"),
+    ),
+    Case(
+        "unit-histogram2d",
+        lambda s: s.histogram2d("x", "cnt", epsilon=1.0, bins=4, bounds=(B, B)),
     ),
     Case("unit-count-by-public", lambda s: s.count(epsilon=1.0, group_by="g", keys=KEYS), ADD),
     Case(

@@ -18,15 +18,29 @@ a :class:`PublishedHistogram` with ``.estimates`` (one value per unit bin),
 * :func:`auto` — the default: picks DAWA or Hb from public parameters
   (:func:`choose_method`, derived from the DPBench-style benchmark).
 
+Two-dimensional histograms (an ``nx × ny`` grid of unit cells over two public
+axes) return a :class:`PublishedGrid` with rectangle queries
+``.answer(x_lo, x_hi, y_lo, y_hi)`` and a heat map ``.plot()``:
+
+* :func:`laplace2d` — Lap(1/epsilon) on every unit cell (the baseline).
+* :func:`ugrid` — a uniform grid sized for N and epsilon (Qardaji et al. 2013).
+* :func:`agrid` — a coarse grid, each cell split by its noisy count (ibid.).
+* :func:`dawa2d` — DAWA over the cells in Hilbert-curve order (Li et al. 2014).
+* :func:`auto2d` — the default: AGrid, or 2-D Laplace when counts are large
+  (:func:`choose_grid_method`, from the California benchmark).
+
 Every publisher is epsilon-DP for datasets differing in one row (one unit count
 changes by 1); its docstring gives the sensitivity argument. See
 ``docs/histograms.md`` for the evaluation on real data.
 """
 
+from dpkit.histograms._grid import PublishedGrid
 from dpkit.histograms._optimal import interval_costs, optimal_histogram
 from dpkit.histograms._published import PublishedHistogram, answer
 from dpkit.histograms.ahp import ahp
 from dpkit.histograms.dawa import dawa
+from dpkit.histograms.dawa2d import dawa2d
+from dpkit.histograms.grids import agrid, auto2d, choose_grid_method, laplace2d, ugrid
 from dpkit.histograms.hb import hb
 from dpkit.histograms.hierarchical import hierarchical
 from dpkit.histograms.laplace import laplace
@@ -35,17 +49,24 @@ from dpkit.histograms.select import auto, choose_method
 from dpkit.histograms.structure_first import structure_first
 
 __all__ = [
+    "PublishedGrid",
     "PublishedHistogram",
+    "agrid",
     "ahp",
     "answer",
     "auto",
+    "auto2d",
+    "choose_grid_method",
     "choose_method",
     "dawa",
+    "dawa2d",
     "hb",
     "hierarchical",
     "interval_costs",
     "laplace",
+    "laplace2d",
     "noise_first",
     "optimal_histogram",
     "structure_first",
+    "ugrid",
 ]

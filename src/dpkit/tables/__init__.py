@@ -20,9 +20,10 @@ from dpkit.tables.results import GroupedRelease
 from dpkit.tables.schema import Column, Schema
 from dpkit.tables.session import Session
 from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
-from dpkit.tables.validation import HISTOGRAM_METHODS
+from dpkit.tables.validation import HISTOGRAM2D_METHODS, HISTOGRAM_METHODS
 
 __all__ = [
+    "HISTOGRAM2D_METHODS",
     "HISTOGRAM_METHODS",
     "QUERY_KINDS",
     "Column",

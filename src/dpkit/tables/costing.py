@@ -20,6 +20,8 @@ def label(query: ValidatedQuery) -> str:
     text = f"{spec.kind}({column or '*'})"
     if spec.kind == "quantile":
         text = f"quantile({column}, q={query.q})"
+    if spec.kind == "histogram2d":
+        text = f"histogram2d({column}, {spec.y_column}, {query.method})"
     where = query.rows.where
     if where:
         text += " where " + " and ".join(

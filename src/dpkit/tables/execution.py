@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dpkit.tables.engines.base import Contribution, Engine, Rows
-from dpkit.tables.kinds import count, histogram, mode, moments, quantile
+from dpkit.tables.kinds import count, histogram, histogram2d, mode, moments, quantile
 from dpkit.tables.validation import ValidatedQuery
 
 __all__ = ["draw_salt", "execute"]
@@ -30,6 +30,7 @@ _KINDS = {
     "quantile": quantile.release,
     "mode": mode.release,
     "histogram": histogram.release,
+    "histogram2d": histogram2d.release,
 }
 
 

@@ -60,9 +60,16 @@ from dpkit.tables.sources import (
     check_sqlite_path,
 )
 from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
-from dpkit.tables.validation import HISTOGRAM_METHODS, TableContext, ValidatedQuery, validate
+from dpkit.tables.validation import (
+    HISTOGRAM2D_METHODS,
+    HISTOGRAM_METHODS,
+    TableContext,
+    ValidatedQuery,
+    validate,
+)
 
 __all__ = [
+    "HISTOGRAM2D_METHODS",
     "HISTOGRAM_METHODS",
     "QUERY_KINDS",
     "Parallel",
@@ -953,6 +960,53 @@ class Session:
             group_by=group_by,
             keys=keys,
             delta=delta,
+            level=level,
+        )
+
+    def histogram2d(
+        self,
+        x: str,
+        y: str,
+        *,
+        epsilon: float,
+        bins: int | tuple[int, int] | None = None,
+        bounds: tuple[tuple[float, float], tuple[float, float]] | None = None,
+        edges: tuple[Sequence[float], Sequence[float]] | None = None,
+        method: str | None = None,
+        n_records: float | None = None,
+        where: Where = None,
+        level: float | None = None,
+    ) -> Result:
+        """A private 2-D histogram (a map) of numeric columns ``x`` and ``y`` over public bins.
+
+        Bins per axis, each from the query or the schema: ``bins=(nx, ny)``
+        (or one integer for both) with ``bounds=((x_lo, x_hi), (y_lo, y_hi))``,
+        or ``edges=(x_edges, y_edges)``. ``method`` is one of
+        ``HISTOGRAM2D_METHODS``: ``"auto2d"`` (the default: AGrid, or 2-D
+        Laplace when the counts are large), ``"agrid"``, ``"ugrid"``,
+        ``"dawa2d"`` or ``"laplace2d"`` (see :mod:`dpkit.histograms`);
+        ``n_records`` is a public row count for the grid rules (without it
+        auto2d/AGrid/UGrid buy a noisy count with 5% of ε).
+
+        Privacy: ε-DP. One engine pass counts every cell; each row lies in
+        one cell (values clipped to the outer edges; a row missing either
+        value follows the columns' null policies), so the grid of counts has
+        ℓ1 sensitivity ``k`` and the publisher runs with ε/k (group privacy).
+        ``value`` is the ``(nx, ny)`` array of cell estimates;
+        ``details["published"]`` is the :class:`~dpkit.histograms.PublishedGrid`
+        (rectangle queries with error bars, ``.plot()`` for a heat map).
+        """
+        return self._query(
+            "histogram2d",
+            x,
+            y_column=y,
+            epsilon=epsilon,
+            bins=bins,
+            bounds=bounds,
+            edges=edges,
+            method=method,
+            n_records=n_records,
+            where=where,
             level=level,
         )
 

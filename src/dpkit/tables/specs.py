@@ -41,6 +41,7 @@ QUERY_KINDS = (
     "max",
     "mode",
     "histogram",
+    "histogram2d",
 )
 
 _COMMON = ("epsilon", "where", "group_by", "keys", "delta", "level")
@@ -57,6 +58,18 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
     "max": (*_COMMON, "bounds", "q", "grid_size"),
     "mode": (*_COMMON, "domain"),
     "histogram": (*_COMMON, "edges", "bins", "bounds", "domain", "method", "max_count"),
+    # Over two numeric columns (``column`` is x): no grouping yet.
+    "histogram2d": (
+        "epsilon",
+        "where",
+        "level",
+        "y_column",
+        "edges",
+        "bins",
+        "bounds",
+        "method",
+        "n_records",
+    ),
 }
 
 
@@ -85,7 +98,10 @@ class QuerySpec:
     against the schema), ``group_by``, ``keys`` (a tuple of key tuples,
     ``"private"``, or ``None`` for the schema's domains), and the
     kind-specific ``q``, ``grid_size``, ``domain``, ``edges``, ``bins``,
-    ``method``, ``max_count``. Nothing here is checked against the table yet.
+    ``method``, ``max_count``; ``histogram2d`` takes ``y_column`` (the second
+    axis; ``column`` is the first) and ``n_records``, with ``edges``,
+    ``bins`` and ``bounds`` given per axis. Nothing here is checked against
+    the table yet.
     """
 
     kind: str
@@ -104,6 +120,8 @@ class QuerySpec:
     bins: Any = None
     method: Any = None
     max_count: Any = None
+    y_column: Any = None
+    n_records: Any = None
     _given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __init__(self, kind: str, column: str | None = None, **params: Any) -> None:

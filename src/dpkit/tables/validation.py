@@ -40,6 +40,7 @@ from dpkit.tables.specs import QuerySpec
 from dpkit.tables.values import canonical, temporal_type
 
 __all__ = [
+    "HISTOGRAM2D_METHODS",
     "HISTOGRAM_METHODS",
     "MAX_ROWS_PER_GROUP",
     "MEMORY_CEILING",
@@ -60,6 +61,12 @@ HISTOGRAM_METHODS = (
     "dawa",
     "auto",
 )
+#: ``histogram2d(method=...)`` values, all from :mod:`dpkit.histograms`; ``auto2d`` is the default.
+HISTOGRAM2D_METHODS = ("auto2d", "agrid", "ugrid", "dawa2d", "laplace2d")
+HISTOGRAM2D_DEFAULT = "auto2d"
+#: DAWA's partition step is quadratic in the cells: about a minute at this size.
+MAX_DAWA2D_CELLS = 1 << 18
+_N_RECORDS_METHODS = ("auto2d", "agrid", "ugrid")
 #: Methods that take ``max_count``: StructureFirst's F; for ``auto``, the bound on rows.
 _MAX_COUNT_METHODS = ("structure_first", "auto")
 
@@ -107,7 +114,7 @@ class ValidatedQuery:
     """A spec checked against the schema: everything execution needs, all of it public."""
 
     spec: QuerySpec
-    statistic: str  # count, sum, mean, variance, std, quantile, mode, histogram
+    statistic: str  # count, sum, mean, variance, std, quantile, mode, histogram, histogram2d
     epsilon: float
     delta: float
     level: float
@@ -126,6 +133,10 @@ class ValidatedQuery:
     edges: tuple[float, ...] | None = None
     method: str | None = None
     max_count: int | None = None
+    #: histogram2d: the y axis (``value``/``edges`` are the x axis) and the declared row count
+    value2: Value | None = None
+    edges2: tuple[float, ...] | None = None
+    n_records: float | None = None
 
     @property
     def privacy_unit(self) -> str | None:
@@ -186,6 +197,8 @@ def validate(spec: QuerySpec, ctx: TableContext) -> ValidatedQuery:
             domain_labels=labels,
             **common,
         )
+    if kind == "histogram2d":
+        return _histogram2d(ctx, column, common)
     return _histogram(ctx, column, common)
 
 
@@ -540,29 +553,7 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
             max_count=max_count,
             **common,
         )
-    if spec.edges is not None:
-        if spec.bins is not None or spec.bounds is not None:
-            raise InvalidParameterError("give edges=, or bins= with bounds=, not both.")
-        edges = Column(column, edges=tuple(spec.edges)).edges
-    elif spec.bins is not None:
-        bins = spec.bins
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise InvalidParameterError("bins must be an integer >= 1.")
-        _check_memory(grouping, bins, "the histogram's bins")
-        lo, hi = _bounds(ctx, column, spec.bounds, allow_private=False)
-        edges = tuple(np.linspace(lo, hi, int(bins) + 1).tolist())
-        if len(set(edges)) != len(edges):
-            raise InvalidParameterError(
-                "bounds are too narrow for that many distinct bin edges in double precision."
-            )
-    elif schema_col.edges is not None:
-        edges = schema_col.edges
-    else:
-        raise InvalidParameterError(
-            f"histogram() of {column!r} needs public bins: edges=[...], bins= with "
-            "bounds=(lo, hi), domain=[...] for categories, or edges/domain declared in the schema."
-        )
-    assert edges is not None
+    edges = _numeric_edges(ctx, column, spec.edges, spec.bins, spec.bounds)
     _check_memory(grouping, len(edges) - 1, "the histogram's bins")
     _check_method(method, len(edges) - 1, common["epsilon"], max_count)
     return ValidatedQuery(
@@ -571,6 +562,92 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
         edges=edges,
         method=method,
         max_count=max_count,
+        **common,
+    )
+
+
+def _numeric_edges(
+    ctx: TableContext, column: str, edges: Any, bins: Any, bounds: Any, axis: str = ""
+) -> tuple[float, ...]:
+    """Public bin edges of a numeric column: ``edges``, ``bins`` over ``bounds``, or the schema's."""
+    if edges is not None:
+        if bins is not None or bounds is not None:
+            raise InvalidParameterError(f"give edges=, or bins= with bounds=, not both{axis}.")
+        out = Column(column, edges=tuple(edges)).edges
+        assert out is not None
+        return out
+    if bins is not None:
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise InvalidParameterError(f"bins must be an integer >= 1{axis}.")
+        _check_memory(None, bins, "the histogram's bins")
+        lo, hi = _bounds(ctx, column, bounds, allow_private=False)
+        out = tuple(np.linspace(lo, hi, int(bins) + 1).tolist())
+        if len(set(out)) != len(out):
+            raise InvalidParameterError(
+                f"bounds are too narrow for that many distinct bin edges in double precision{axis}."
+            )
+        return out
+    declared = ctx.schema.get(column).edges
+    if declared is not None:
+        return declared
+    raise InvalidParameterError(
+        f"a histogram of {column!r} needs public bins: edges=[...], bins= with "
+        "bounds=(lo, hi), domain=[...] for categories, or edges/domain declared in the schema."
+    )
+
+
+def _histogram2d(ctx: TableContext, column: str, common: dict[str, Any]) -> ValidatedQuery:
+    spec: QuerySpec = common["spec"]
+    y = _check_column(ctx, spec.y_column, "histogram2d()'s y_column")
+    if y == column:
+        raise InvalidParameterError(
+            "histogram2d() needs two different columns; use histogram() for one."
+        )
+    method = HISTOGRAM2D_DEFAULT if spec.method is None else spec.method
+    if method not in HISTOGRAM2D_METHODS:
+        raise InvalidParameterError(f"method must be one of {HISTOGRAM2D_METHODS}.")
+    per_axis: list[tuple[Any, Any]] = []
+    for name, key in (("edges", spec.edges), ("bins", spec.bins), ("bounds", spec.bounds)):
+        if key is None:
+            per_axis.append((None, None))
+        elif name == "bins" and isinstance(key, int) and not isinstance(key, bool):
+            per_axis.append((key, key))  # one number: the same on both axes
+        elif isinstance(key, tuple) and len(key) == 2:
+            per_axis.append(key)
+        else:
+            raise InvalidParameterError(
+                f"histogram2d()'s {name}= takes one entry per axis: ({name} of {column!r}, "
+                f"{name} of {y!r})" + (", or one integer for both." if name == "bins" else ".")
+            )
+    (ex, ey), (bx, by), (lx, ly) = per_axis
+    x_edges = _numeric_edges(ctx, column, ex, bx, lx, f" (axis {column!r})")
+    y_edges = _numeric_edges(ctx, y, ey, by, ly, f" (axis {y!r})")
+    cells = (len(x_edges) - 1) * (len(y_edges) - 1)
+    _check_memory(None, 64 * cells, "the 2-D histogram's cells")
+    if method == "dawa2d" and cells > MAX_DAWA2D_CELLS:
+        raise InvalidParameterError(
+            f"method='dawa2d' takes at most {MAX_DAWA2D_CELLS:,} unit cells (its partition step "
+            "grows with the square of the cells); use fewer bins or method='agrid'."
+        )
+    n_records = spec.n_records
+    if n_records is not None and (
+        isinstance(n_records, bool)
+        or not isinstance(n_records, int | float)
+        or not (math.isfinite(n_records) and n_records > 0)
+    ):
+        raise InvalidParameterError("n_records must be a number > 0 (the public number of rows).")
+    if n_records is not None and method not in _N_RECORDS_METHODS:
+        raise InvalidParameterError(
+            "n_records= is used by method='auto2d', 'agrid' and 'ugrid' only."
+        )
+    return ValidatedQuery(
+        statistic="histogram2d",
+        value=numeric_value(ctx, column, (x_edges[0], x_edges[-1])),
+        value2=numeric_value(ctx, y, (y_edges[0], y_edges[-1])),
+        edges=x_edges,
+        edges2=y_edges,
+        method=method,
+        n_records=None if n_records is None else float(n_records),
         **common,
     )
 

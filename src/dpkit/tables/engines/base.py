@@ -203,6 +203,21 @@ class Engine(Protocol):
         """
         ...
 
+    def bin_counts_2d(
+        self,
+        rows: Rows,
+        x: Value,
+        y: Value,
+        x_edges: Sequence[float],
+        y_edges: Sequence[float],
+    ) -> pd.DataFrame:
+        """Columns ``bin_x``, ``bin_y``, ``n``: counts by cell of a 2-D grid.
+
+        Each axis follows :meth:`bin_counts`' rule (clipped into the end bins);
+        a row is used when both values are present under their null policies.
+        """
+        ...
+
     def value_counts(
         self,
         rows: Rows,

@@ -238,6 +238,26 @@ class SparkEngine:
         )
         return self._collect(out, "counting by bin", value, group_by)
 
+    def bin_counts_2d(
+        self,
+        rows: Rows,
+        x: Value,
+        y: Value,
+        x_edges: Sequence[float],
+        y_edges: Sequence[float],
+    ) -> pd.DataFrame:
+        F = self._F
+        df = self._base(rows, x, [y])  # y as the one group column, as in DuckDB
+        out = (
+            df.select(
+                self._bin_index(F.col(_V), x_edges).alias("bin_x"),
+                self._bin_index(F.col("_g0"), y_edges).alias("bin_y"),
+            )
+            .groupBy("bin_x", "bin_y")
+            .agg(F.count(F.lit(1)).alias("n"))
+        )
+        return self._collect(out, "counting by grid cell", x, [y])
+
     def value_counts(
         self,
         rows: Rows,

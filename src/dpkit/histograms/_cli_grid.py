@@ -1,0 +1,200 @@
+"""``dpkit histogram2d TABLE X Y``: publish a private 2-D histogram (a map) of two CSV columns.
+
+The unit cells come from PUBLIC bounds and cell counts per axis, never from the
+data. Values beyond the bounds are clipped into the outer cells and rows with
+either value missing or not a number are left out, so every row adds 1 to
+exactly one unit cell: the neighbouring relation the publishers assume.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dpkit._cli_budget import open_cli_accountant
+from dpkit.accounting import Budget, as_accountant, charge_and_run
+from dpkit.errors import InvalidParameterError
+from dpkit.histograms._cli import check_column, unit_edges
+from dpkit.histograms._grid import PublishedGrid
+
+METHODS = ("auto2d", "agrid", "ugrid", "dawa2d", "laplace2d")
+#: Unit cells the command accepts (DAWA-2D fewer, see ``MAX_DAWA2D_CELLS``).
+MAX_UNIT_CELLS = 1 << 22
+MAX_DAWA2D_CELLS = 1 << 18
+
+
+def read_points(table: Path, x: str, y: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Both columns as floats, keeping rows where both are finite numbers.
+
+    Read as text and converted entry by entry, so no entry can make it fail;
+    call it only after the release is paid for.
+    """
+    import duckdb
+    import pandas as pd
+
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    con = duckdb.connect()
+    try:
+        data = con.execute(
+            f"SELECT {quoted(x)} AS x, {quoted(y)} AS y FROM read_csv(?, all_varchar = true)",
+            [str(table)],
+        ).fetchnumpy()
+    finally:
+        con.close()
+
+    def numbers(text: Any) -> NDArray[np.float64]:
+        values = pd.to_numeric(pd.Series(np.asarray(text, dtype=object)), errors="coerce")
+        return values.to_numpy(dtype=np.float64, na_value=np.nan)
+
+    xs, ys = numbers(data["x"]), numbers(data["y"])
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    return xs[keep], ys[keep]
+
+
+def cell_counts(
+    xs: NDArray[np.float64],
+    ys: NDArray[np.float64],
+    x_edges: NDArray[np.float64],
+    y_edges: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Unit-cell counts over public edges; values outside are clipped into the end cells."""
+    nx, ny = x_edges.size - 1, y_edges.size - 1
+    i = np.clip(np.searchsorted(x_edges, xs, side="right") - 1, 0, nx - 1)
+    j = np.clip(np.searchsorted(y_edges, ys, side="right") - 1, 0, ny - 1)
+    return np.bincount(i * ny + j, minlength=nx * ny).reshape(nx, ny).astype(np.float64)
+
+
+def check_options(name: str, n_cells: int, n_records: float | None) -> None:
+    """The method, its size limit and ``--n-records`` (before anything is charged or read)."""
+    if name not in METHODS:
+        raise InvalidParameterError(f"--method must be one of {', '.join(METHODS)}.")
+    if n_cells > MAX_UNIT_CELLS:
+        raise InvalidParameterError(
+            f"the grid has more than {MAX_UNIT_CELLS:,} unit cells; use fewer --units."
+        )
+    if name == "dawa2d" and n_cells > MAX_DAWA2D_CELLS:
+        raise InvalidParameterError(
+            f"dawa2d takes at most {MAX_DAWA2D_CELLS:,} unit cells (its partition step grows "
+            "with the square of the cells); use fewer --units or --method agrid."
+        )
+    if n_records is not None:
+        if not (np.isfinite(n_records) and n_records > 0):
+            raise InvalidParameterError("--n-records must be a finite number > 0.")
+        if name not in ("auto2d", "agrid", "ugrid"):
+            raise InvalidParameterError("--n-records is used by auto2d, agrid and ugrid only.")
+
+
+def render_summary(grid: PublishedGrid, x: str, y: str, top: int = 10) -> Any:
+    """A Rich table: the densest published unit cells and the whole map, with ±2 s.d."""
+    from rich.table import Table
+
+    from dpkit.histograms.plot import GRID_LABELS
+
+    nx, ny = grid.shape
+    table = Table(
+        title=(
+            f"DP 2-D histogram of ({x!r}, {y!r}): {GRID_LABELS.get(grid.method, grid.method)}, "
+            f"ε = {grid.epsilon:g}, {nx} × {ny} unit cells, {grid.n_cells:,} published cells"
+        ),
+        caption=(
+            "± is 2 standard deviations of the noise (spreading a cell evenly adds an unknown "
+            "error). Values beyond the bounds count in the outer cells; rows with either value "
+            "missing or not a number are left out."
+        ),
+    )
+    table.add_column(x, justify="left")
+    table.add_column(y, justify="left")
+    table.add_column("estimate", justify="right")
+    table.add_column("±", justify="right", style="dim")
+    flat = np.argsort(-grid.estimates, axis=None, kind="stable")[: min(top, nx * ny)]
+    i, j = np.divmod(flat, ny)
+    spreads = 2.0 * np.asarray(grid.answer_error(i, i, j, j))
+    ex, ey = grid.x_edges, grid.y_edges
+    for a, b, s in zip(i, j, spreads):
+        table.add_row(
+            f"[{ex[a]:g}, {ex[a + 1]:g})",
+            f"[{ey[b]:g}, {ey[b + 1]:g})",
+            f"{grid.estimates[a, b]:,.1f}",
+            f"{s:,.1f}",
+        )
+    table.add_section()
+    total, spread = grid.answer(0, nx - 1, 0, ny - 1), 2.0 * grid.answer_error(0, nx - 1, 0, ny - 1)
+    table.add_row("all", "", f"{total:,.1f}", f"{spread:,.1f}")
+    return table
+
+
+def histogram2d_command(
+    table: Path,
+    x: str,
+    y: str,
+    method: str = "auto2d",
+    epsilon: float = 1.0,
+    *,
+    x_bounds: tuple[float, float] | None = None,
+    y_bounds: tuple[float, float] | None = None,
+    units: tuple[int, int] = (128, 128),
+    n_records: float | None = None,
+    plot: Path | None = None,
+    seed: int | None = None,
+    accountant: Any = None,
+    console: Any = None,
+    ledger: Path | None = None,
+    budget: float | None = None,
+    budget_delta: float | None = None,
+) -> PublishedGrid:
+    """Publish a DP 2-D histogram of columns ``x`` and ``y`` of the CSV ``table``.
+
+    Privacy: epsilon-DP (add/remove one row), as the chosen publisher of
+    :mod:`dpkit.histograms` states; the unit cells come from the public
+    bounds and ``units`` only. Order: every option is checked, both columns
+    are looked up in the header, the release is charged (``accountant``, else
+    the file's ledger), and only then are the columns read — as text, each
+    entry converted on its own, so no entry can make it fail. ``seed`` is for
+    tests only (None = secure randomness).
+    """
+    from rich.console import Console
+
+    from dpkit import histograms
+    from dpkit.histograms.plot import plot_grid, save
+
+    out = console if console is not None else Console()
+    name = method.replace("-", "").replace("_", "").lower()
+    if x_bounds is None or y_bounds is None:
+        raise InvalidParameterError(
+            "the map's cells must be public: give --x-bounds LO HI and --y-bounds LO HI "
+            "(e.g. a region's bounding box). dpkit never derives bounds from the data."
+        )
+    x_edges = unit_edges(bounds=x_bounds, units=int(units[0]))
+    y_edges = unit_edges(bounds=y_bounds, units=int(units[1]))
+    check_options(name, (x_edges.size - 1) * (y_edges.size - 1), n_records)
+    if x == y:
+        raise InvalidParameterError("give two different columns; use `dpkit histogram` for one.")
+    check_column(table, x)
+    check_column(table, y)
+    payer = (
+        as_accountant(accountant)
+        if accountant is not None
+        else open_cli_accountant(Path(table), ledger, budget, budget_delta)
+    )
+
+    def release() -> PublishedGrid:
+        counts = cell_counts(*read_points(table, x, y), x_edges, y_edges)
+        kwargs: dict[str, Any] = {"rng": seed, "x_edges": x_edges, "y_edges": y_edges}
+        if name in ("auto2d", "agrid", "ugrid"):
+            kwargs["n_records"] = n_records
+        grid: PublishedGrid = getattr(histograms, name)(counts, epsilon, **kwargs)
+        return grid
+
+    label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"
+    grid = charge_and_run(payer, Budget(epsilon), label, release)
+    out.print(render_summary(grid, x, y))
+    if plot is not None:
+        fig = plot_grid(grid, xlabel=x, ylabel=y)
+        save(fig, plot)
+        out.print(f"heat map saved to {plot}")
+    return grid
