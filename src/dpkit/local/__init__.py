@@ -7,6 +7,9 @@ confidence intervals: :class:`GeneralizedRandomizedResponse`,
 :class:`OptimizedUnaryEncoding`, :class:`SymmetricUnaryEncoding`,
 :class:`OptimizedLocalHashing`; :func:`best_oracle` picks the lowest-variance
 one for (ε, d). :func:`norm_sub` makes estimates non-negative and sum to n.
+
+Means of numbers in public bounds: :class:`DuchiMean` (one-bit reports,
+unbiased, with a :class:`MeanEstimate` and its interval).
 """
 
 from dpkit.local._estimate import FrequencyEstimate
@@ -19,11 +22,14 @@ from dpkit.local.frequency_oracles import (
     SymmetricUnaryEncoding,
     best_oracle,
 )
+from dpkit.local.mean import DuchiMean, MeanEstimate
 
 __all__ = [
+    "DuchiMean",
     "FrequencyEstimate",
     "FrequencyOracle",
     "GeneralizedRandomizedResponse",
+    "MeanEstimate",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
     "SymmetricUnaryEncoding",
