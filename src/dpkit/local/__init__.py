@@ -8,8 +8,10 @@ confidence intervals: :class:`GeneralizedRandomizedResponse`,
 :class:`OptimizedLocalHashing`; :func:`best_oracle` picks the lowest-variance
 one for (ε, d). :func:`norm_sub` makes estimates non-negative and sum to n.
 
-Means of numbers in public bounds: :class:`DuchiMean` (one-bit reports,
-unbiased, with a :class:`MeanEstimate` and its interval).
+Means of numbers in public bounds: :class:`DuchiMean` (one-bit reports) and
+:class:`PiecewiseMean` (Wang et al.'s piecewise mechanism on a safe output
+grid), both unbiased with a :class:`MeanEstimate`; :func:`best_mean_mechanism`
+picks the one with the smaller worst-case variance at ε.
 """
 
 from dpkit.local._estimate import FrequencyEstimate
@@ -22,7 +24,7 @@ from dpkit.local.frequency_oracles import (
     SymmetricUnaryEncoding,
     best_oracle,
 )
-from dpkit.local.mean import DuchiMean, MeanEstimate
+from dpkit.local.mean import DuchiMean, MeanEstimate, PiecewiseMean, best_mean_mechanism
 
 __all__ = [
     "DuchiMean",
@@ -32,7 +34,9 @@ __all__ = [
     "MeanEstimate",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
+    "PiecewiseMean",
     "SymmetricUnaryEncoding",
+    "best_mean_mechanism",
     "best_oracle",
     "norm_sub",
 ]
