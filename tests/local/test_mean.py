@@ -94,6 +94,13 @@ def test_piecewise_audit_within_epsilon_and_a_broken_variant_fails() -> None:
     assert _loss(broken, 50_000) > 1.0
 
 
+def test_reports_read_back_from_text_are_accepted() -> None:
+    m = PiecewiseMean(epsilon=2.0, bounds=(0, 10))
+    reports = m.perturb(_values(300) / 10, rng=4)
+    again = np.array([float(f"{r:.15g}") for r in reports])  # as a CSV file would hold them
+    assert m.estimate(again).mean == pytest.approx(m.estimate(reports).mean, abs=1e-9)
+
+
 def test_single_reports_and_reproducible_simulation() -> None:
     m = DuchiMean(epsilon=1.0, bounds=(0, 10))
     assert m.perturb_one(4.0, rng=5) in m.reports

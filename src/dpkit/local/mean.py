@@ -130,19 +130,7 @@ class DuchiMean:
         plug = min(x_mean * x_mean, 1.0)
         variance = self._half**2 * (self.c**2 - plug) / n
         mean = self._centre + self._half * x_mean
-        z = float(stats.norm.ppf(0.5 + lv / 2.0))
-        spread = z * math.sqrt(variance)
-        return MeanEstimate(
-            mechanism=self.name,
-            epsilon=self.epsilon,
-            n=n,
-            bounds=self.bounds,
-            mean=mean,
-            variance=variance,
-            ci_low=mean - spread,
-            ci_high=mean + spread,
-            level=lv,
-        )
+        return _estimate(self, n, mean, variance, lv)
 
     def variance(self, values: ArrayLike) -> float:
         """The exact variance of the mean of the reports of ``values`` (for planning and tests)."""
@@ -258,8 +246,10 @@ class PiecewiseMean:
         r = np.asarray(reports, dtype=np.float64).ravel()
         if r.size == 0:
             raise DataError("no reports to estimate from; collect at least one report.")
-        index = np.clip(np.searchsorted(self.reports, r), 0, self._cells - 1)
-        if not np.all(np.isclose(self.reports[index], r, rtol=1e-12, atol=1e-12 * self._half)):
+        # The nearest report value (a report read back from text may be off by an ulp).
+        right = np.clip(np.searchsorted(self.reports, r), 1, self._cells - 1)
+        gap = np.minimum(np.abs(self.reports[right] - r), np.abs(self.reports[right - 1] - r))
+        if not np.all(gap <= 1e-12 * (self._half + np.abs(r))):
             raise DataError(
                 "some reports are not this mechanism's report values; were they made with "
                 "the same epsilon and bounds?"
@@ -267,18 +257,7 @@ class PiecewiseMean:
         n = int(r.size)
         mean = float(r.mean())
         variance = self._half**2 * float(self._unit_variance.max()) / n
-        spread = float(stats.norm.ppf(0.5 + lv / 2.0)) * math.sqrt(variance)
-        return MeanEstimate(
-            mechanism=self.name,
-            epsilon=self.epsilon,
-            n=n,
-            bounds=self.bounds,
-            mean=mean,
-            variance=variance,
-            ci_low=mean - spread,
-            ci_high=mean + spread,
-            level=lv,
-        )
+        return _estimate(self, n, mean, variance, lv)
 
     def variance(self, values: ArrayLike) -> float:
         """The exact variance of the mean of the reports of ``values`` (planning and tests)."""
@@ -301,6 +280,24 @@ class PiecewiseMean:
 
     def __repr__(self) -> str:
         return f"PiecewiseMean(epsilon={self.epsilon}, bounds={self.bounds})"
+
+
+def _estimate(
+    mechanism: DuchiMean | PiecewiseMean, n: int, mean: float, variance: float, level: float
+) -> MeanEstimate:
+    """The estimate with its normal-approximation interval at ``level``."""
+    spread = float(stats.norm.ppf(0.5 + level / 2.0)) * math.sqrt(variance)
+    return MeanEstimate(
+        mechanism=mechanism.name,
+        epsilon=mechanism.epsilon,
+        n=n,
+        bounds=mechanism.bounds,
+        mean=mean,
+        variance=variance,
+        ci_low=mean - spread,
+        ci_high=mean + spread,
+        level=level,
+    )
 
 
 def _scaled(values: ArrayLike, centre: float, half: float) -> NDArray[np.float64]:
