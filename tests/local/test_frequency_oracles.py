@@ -12,6 +12,7 @@ from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local import (
     FrequencyEstimate,
     GeneralizedRandomizedResponse,
+    HadamardResponse,
     OptimizedLocalHashing,
     OptimizedUnaryEncoding,
     SymmetricUnaryEncoding,
@@ -24,6 +25,7 @@ ORACLES = [
     OptimizedUnaryEncoding,
     SymmetricUnaryEncoding,
     OptimizedLocalHashing,
+    HadamardResponse,
 ]
 D = 6
 N = 1_500
@@ -224,6 +226,50 @@ def test_bad_reports(cls):
         oracle.estimate(good, level=1.5)
     with pytest.raises(InvalidParameterError):
         oracle.variance(0)
+
+
+def test_hadamard_reports_and_supports_match_the_matrix():
+    from scipy.linalg import hadamard
+
+    from dpkit.local.frequency_oracles import walsh_hadamard
+
+    values = np.random.default_rng(3).integers(-50, 50, 64)
+    assert np.array_equal(walsh_hadamard(values), hadamard(64) @ values)
+    oracle = HadamardResponse(epsilon=1.0, domain=37)
+    assert oracle.k == 64
+    codes = np.arange(20_000) % 37
+    reports = oracle.perturb(codes, rng=42)
+    h = hadamard(oracle.k)
+    share = np.mean(h[codes + 1, reports] == 1)  # the report lies in the value's own set
+    assert abs(share - oracle.p_star) < 4 * math.sqrt(oracle.p_star * (1 - oracle.p_star) / 20_000)
+    direct = (h[1:38][:, reports] == 1).sum(axis=1)
+    assert np.array_equal(oracle._supports(reports)[1], direct)
+    # Reports of one value are uniform within its set and within the complement (chi-square).
+    from scipy.stats import chisquare
+
+    own = np.bincount(oracle.perturb(np.full(64_000, 5), rng=43), minlength=64)
+    assert chisquare(own[h[6] == 1]).pvalue > 1e-3
+    assert chisquare(own[h[6] == -1]).pvalue > 1e-3
+
+
+class _BrokenHadamard(HadamardResponse):
+    """Hadamard response that lands in the own set as if for 3 eps, while claiming eps."""
+
+    def __init__(self, *, epsilon: float, domain: int) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self._member_rr = RandomizedResponse(epsilon=3 * epsilon, categories=(0, 1))
+
+
+@pytest.mark.parametrize("cls", [HadamardResponse, _BrokenHadamard])
+def test_hadamard_audit_and_broken_variant(cls):
+    oracle = cls(epsilon=AUDIT_EPS, domain=3)
+    a = oracle.perturb(np.zeros(AUDIT_N, dtype=np.int64), rng=51)
+    b = oracle.perturb(np.ones(AUDIT_N, dtype=np.int64), rng=52)
+    result = audit_samples(a, b, epsilon=AUDIT_EPS)
+    if cls is HadamardResponse:
+        assert result.passed
+    else:
+        assert not result.passed and result.epsilon_lower_bound > AUDIT_EPS
 
 
 def test_olh_supports_match_the_hash_definition():

@@ -5,7 +5,7 @@ client-side ``perturb`` (every report ε-LDP for any change of that
 respondent's value) and a server-side unbiased ``estimate`` with variances and
 confidence intervals: :class:`GeneralizedRandomizedResponse`,
 :class:`OptimizedUnaryEncoding`, :class:`SymmetricUnaryEncoding`,
-:class:`OptimizedLocalHashing`; :func:`best_oracle` picks the lowest-variance
+:class:`OptimizedLocalHashing`, :class:`HadamardResponse`; :func:`best_oracle` picks the lowest-variance
 one for (ε, d). :func:`norm_sub` makes estimates non-negative and sum to n.
 
 Means of numbers in public bounds: :class:`DuchiMean` (one-bit reports) and
@@ -19,6 +19,7 @@ from dpkit.local.consistency import norm_sub
 from dpkit.local.frequency_oracles import (
     FrequencyOracle,
     GeneralizedRandomizedResponse,
+    HadamardResponse,
     OptimizedLocalHashing,
     OptimizedUnaryEncoding,
     SymmetricUnaryEncoding,
@@ -31,6 +32,7 @@ __all__ = [
     "FrequencyEstimate",
     "FrequencyOracle",
     "GeneralizedRandomizedResponse",
+    "HadamardResponse",
     "MeanEstimate",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
