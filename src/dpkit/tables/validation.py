@@ -553,7 +553,7 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
             max_count=max_count,
             **common,
         )
-    edges = _numeric_edges(ctx, column, spec.edges, spec.bins, spec.bounds)
+    edges = _numeric_edges(ctx, column, spec.edges, spec.bins, spec.bounds, grouping=grouping)
     _check_memory(grouping, len(edges) - 1, "the histogram's bins")
     _check_method(method, len(edges) - 1, common["epsilon"], max_count)
     return ValidatedQuery(
@@ -567,7 +567,13 @@ def _histogram(ctx: TableContext, column: str, common: dict[str, Any]) -> Valida
 
 
 def _numeric_edges(
-    ctx: TableContext, column: str, edges: Any, bins: Any, bounds: Any, axis: str = ""
+    ctx: TableContext,
+    column: str,
+    edges: Any,
+    bins: Any,
+    bounds: Any,
+    axis: str = "",
+    grouping: Grouping | None = None,
 ) -> tuple[float, ...]:
     """Public bin edges of a numeric column: ``edges``, ``bins`` over ``bounds``, or the schema's."""
     if edges is not None:
@@ -579,7 +585,7 @@ def _numeric_edges(
     if bins is not None:
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
             raise InvalidParameterError(f"bins must be an integer >= 1{axis}.")
-        _check_memory(None, bins, "the histogram's bins")
+        _check_memory(grouping, bins, "the histogram's bins")  # before making the edges
         lo, hi = _bounds(ctx, column, bounds, allow_private=False)
         out = tuple(np.linspace(lo, hi, int(bins) + 1).tolist())
         if len(set(out)) != len(out):
