@@ -26,11 +26,18 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
-from dpkit.accounting import Accountant, Budget
+from dpkit.accounting import Accountant, Budget, as_accountant
 from dpkit.errors import InvalidParameterError, LedgerError
 
-__all__ = ["default_ledger", "ledger_directory", "open_cli_accountant", "require_public_data"]
+__all__ = [
+    "cli_payer",
+    "default_ledger",
+    "ledger_directory",
+    "open_cli_accountant",
+    "require_public_data",
+]
 
 
 def ledger_directory() -> Path:
@@ -84,6 +91,21 @@ def open_cli_accountant(
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     return Accountant(Budget(budget, budget_delta or 0), ledger=path, dataset=identity)
+
+
+def cli_payer(
+    table: Path,
+    accountant: Any,
+    ledger: Path | None,
+    budget: float | None,
+    budget_delta: float | None,
+) -> Accountant:
+    """The given accountant (tests, scripts), else the file's ledger (:func:`open_cli_accountant`)."""
+    if accountant is not None:
+        payer = as_accountant(accountant)
+        assert payer is not None
+        return payer
+    return open_cli_accountant(Path(table), ledger, budget, budget_delta)
 
 
 def require_public_data(public_data: bool, verb: str) -> None:

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit._cli_budget import open_cli_accountant
-from dpkit.accounting import Budget, as_accountant, charge_and_run
+from dpkit._cli_budget import cli_payer
+from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.histograms._labels import bin_labels
 from dpkit.histograms._memory import check_memory, memory_needed
@@ -366,11 +366,7 @@ def histogram_command(
     )
     options.check(name, grid.size - 1)
     check_column(table, column)
-    payer = (
-        as_accountant(accountant)
-        if accountant is not None
-        else open_cli_accountant(Path(table), ledger, budget, budget_delta)
-    )
+    payer = cli_payer(table, accountant, ledger, budget, budget_delta)
 
     def release() -> PublishedHistogram:
         counts = bin_counts(read_column(table, column), grid)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit._cli_budget import open_cli_accountant
-from dpkit.accounting import Budget, as_accountant, charge_and_run
+from dpkit._cli_budget import cli_payer
+from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._cli import check_column, unit_edges
 from dpkit.histograms._grid import PublishedGrid
@@ -176,11 +176,7 @@ def histogram2d_command(
         raise InvalidParameterError("give two different columns; use `dpkit histogram` for one.")
     check_column(table, x)
     check_column(table, y)
-    payer = (
-        as_accountant(accountant)
-        if accountant is not None
-        else open_cli_accountant(Path(table), ledger, budget, budget_delta)
-    )
+    payer = cli_payer(table, accountant, ledger, budget, budget_delta)
 
     def release() -> PublishedGrid:
         counts = cell_counts(*read_points(table, x, y), x_edges, y_edges)

@@ -27,30 +27,36 @@ def check_counts(counts: ArrayLike) -> NDArray[np.float64]:
             "counts must be a non-empty 1-D sequence (one count per unit bin); "
             "flatten it or bin the column first."
         )
+    return finite_non_negative(arr)
+
+
+def finite_non_negative(arr: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``arr`` if every count is finite and >= 0 (messages never say where or which)."""
     if not np.all(np.isfinite(arr)):
         raise DataError("counts contain NaN or infinite entries; counts must be finite.")
     if np.any(arr < 0):
         raise DataError(
-            "counts must be non-negative; pass the true counts of each unit bin, "
+            "counts must be non-negative; pass the true count of each unit bin or cell, "
             "not noisy or centred values."
         )
     return arr
 
 
-def check_edges(edges: ArrayLike | None, n: int) -> NDArray[np.float64]:
-    """Public value-space edges of the unit bins (n + 1 increasing numbers)."""
+def check_edges(edges: ArrayLike | None, n: int, name: str = "edges") -> NDArray[np.float64]:
+    """Public value-space edges of n unit bins (n + 1 increasing numbers); ``0..n`` if None."""
     if edges is None:
         return np.arange(n + 1, dtype=np.float64)
     try:
         arr = np.asarray(edges, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InvalidParameterError("edges must be a sequence of numbers.") from None
+        raise InvalidParameterError(f"{name} must be a sequence of numbers.") from None
     if arr.shape != (n + 1,):
         raise InvalidParameterError(
-            f"edges must have one more entry than counts ({n + 1}), got shape {arr.shape}."
+            f"{name} must have one more entry than there are unit bins along it ({n + 1}), "
+            f"got shape {arr.shape}."
         )
     if not np.all(np.isfinite(arr)) or np.any(np.diff(arr) <= 0):
-        raise InvalidParameterError("edges must be finite and strictly increasing.")
+        raise InvalidParameterError(f"{name} must be finite and strictly increasing.")
     return arr
 
 

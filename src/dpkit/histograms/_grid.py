@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit.errors import DataError, InvalidParameterError
+from dpkit.histograms._common import check_edges, epsilon_of, finite_non_negative
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -156,45 +157,21 @@ def check_grid(counts: ArrayLike) -> NDArray[np.float64]:
             "counts must be a non-empty 2-D array (x bins × y bins), e.g. from "
             "numpy.histogram2d over public edges."
         )
-    if not np.all(np.isfinite(arr)):
-        raise DataError("counts contain NaN or infinite entries; counts must be finite.")
-    if np.any(arr < 0):
-        raise DataError("counts must be non-negative: pass the true count of each unit cell.")
-    return arr
-
-
-def check_axis_edges(edges: ArrayLike | None, n: int, name: str) -> NDArray[np.float64]:
-    """Public edges of one axis (n + 1 strictly increasing finite numbers); ``0..n`` if None."""
-    if edges is None:
-        return np.arange(n + 1, dtype=np.float64)
-    try:
-        arr = np.asarray(edges, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a sequence of numbers.") from None
-    if arr.shape != (n + 1,):
-        raise InvalidParameterError(
-            f"{name} must have one more entry than the grid has cells along it ({n + 1}), "
-            f"got shape {arr.shape}."
-        )
-    if not np.all(np.isfinite(arr)) or np.any(np.diff(arr) <= 0):
-        raise InvalidParameterError(f"{name} must be finite and strictly increasing.")
-    return arr
+    return finite_non_negative(arr)
 
 
 def check_inputs(
     counts: ArrayLike, epsilon: object, x_edges: ArrayLike | None, y_edges: ArrayLike | None
 ) -> tuple[NDArray[np.float64], float, NDArray[np.float64], NDArray[np.float64]]:
     """What every 2-D publisher checks first: counts, epsilon and the edges of both axes."""
-    from dpkit.histograms._common import epsilon_of
-
     x = check_grid(counts)
     eps = epsilon_of(epsilon)
     nx, ny = x.shape
     return (
         x,
         eps,
-        check_axis_edges(x_edges, nx, "x_edges"),
-        check_axis_edges(y_edges, ny, "y_edges"),
+        check_edges(x_edges, nx, "x_edges"),
+        check_edges(y_edges, ny, "y_edges"),
     )
 
 
