@@ -306,6 +306,72 @@ def reproduce_regression_paper(
     raise typer.Exit(run(data, out, quick, epsilon, folds, seed, progress))
 
 
+location_app = typer.Typer(
+    help="Location privacy: geo-indistinguishable reports and document 003's crowdsensing loop.",
+    no_args_is_help=True,
+)
+app.add_typer(location_app, name="location")
+
+
+@location_app.command("obfuscate")
+@_friendly
+def location_obfuscate(
+    table: Path = typer.Argument(
+        ..., help="A CSV file, one person's location per row.", exists=True, dir_okay=False
+    ),
+    out: Path = typer.Option(..., "--out", help="Where to write the reports (CSV)."),
+    epsilon: float = typer.Option(
+        ..., help="ε per km: places r km apart are ε·r-indistinguishable."
+    ),
+    area: tuple[float, float, float, float] = typer.Option(
+        ..., help="Declared area LAT_MIN LON_MIN LAT_MAX LON_MAX (degrees); reports stay inside."
+    ),
+    lat: str = typer.Option("Latitude", help="The latitude column."),
+    lon: str = typer.Option("Longitude", help="The longitude column."),
+    keep: list[str] = typer.Option(
+        [], "--keep", help="Columns to copy to the output (repeatable)."
+    ),
+    step: float | None = typer.Option(None, help="Lattice step in km (default 1/(100·ε))."),
+    seed: int | None = typer.Option(
+        None, help="Seed for reproducible noise (tests only; never publish)."
+    ),
+) -> None:
+    """Replace each location by a planar-Laplace report (exact, on a lattice)."""
+    from dpkit.local.location._cli import obfuscate_command
+
+    obfuscate_command(
+        table, out, epsilon=epsilon, area=area, lat=lat, lon=lon, keep=keep, step=step, seed=seed
+    )
+
+
+@location_app.command("demo")
+@_friendly
+def location_demo(
+    data: Path | None = typer.Option(
+        None, help="california_housing.csv (default: ../shared/data/california_housing.csv)."
+    ),
+    out: Path = typer.Option(
+        Path("location_demo"), "--out", help="Folder for the figures and table."
+    ),
+    participants: int = typer.Option(400, help="Participants sensing in the present cycle."),
+    seed: int = typer.Option(
+        0, help="Seed of the split and the noise (reproducible; never publish)."
+    ),
+    public_data: bool = typer.Option(
+        False, "--public-data", help="State that the data is public (the output is not DP)."
+    ),
+) -> None:
+    """Document 003's crowdsensing loop on California: true vs inferred maps, error and privacy vs ε."""
+    from dpkit._cli_budget import require_public_data
+    from dpkit.local.location._cli import demo_command
+
+    require_public_data(public_data, "dpkit location demo")
+    path = data or _default_data("california_housing.csv")
+    if path is None:
+        raise dpkit.InvalidParameterError("california_housing.csv not found: pass --data PATH.")
+    demo_command(path, out, participants=participants, seed=seed)
+
+
 walkthrough_app = typer.Typer(
     help="Walk-throughs of the source documents on real data.", no_args_is_help=True
 )
