@@ -306,6 +306,50 @@ def reproduce_regression_paper(
     raise typer.Exit(run(data, out, quick, epsilon, folds, seed, progress))
 
 
+survey_app = typer.Typer(
+    help="Local-DP surveys: respondents randomise their own answers.", no_args_is_help=True
+)
+app.add_typer(survey_app, name="survey")
+
+
+@survey_app.command("simulate")
+@_friendly
+def survey_simulate(
+    spec: Path = typer.Argument(
+        ..., help="The survey declaration (JSON).", exists=True, dir_okay=False
+    ),
+    n: int = typer.Option(10_000, "--n", help="Respondents to simulate."),
+    out: Path = typer.Option(..., "--out", help="Where to write their reports (CSV)."),
+    answers_out: Path | None = typer.Option(None, help="Also write the simulated true answers."),
+    seed: int | None = typer.Option(None, help="Seed (reproducible simulation; never publish)."),
+) -> None:
+    """Simulate respondents and the reports their devices would send."""
+    from dpkit.local._cli_survey import simulate_command
+
+    simulate_command(spec, n, out, answers_out, seed)
+
+
+@survey_app.command("estimate")
+@_friendly
+def survey_estimate(
+    reports: Path = typer.Argument(
+        ..., help="Collected reports (CSV).", exists=True, dir_okay=False
+    ),
+    spec: Path = typer.Argument(
+        ..., help="The survey declaration (JSON).", exists=True, dir_okay=False
+    ),
+    level: float = typer.Option(0.95, help="Confidence level of the intervals."),
+    plot: Path | None = typer.Option(None, help="Save a plot of the estimates (PNG, SVG, PDF)."),
+    answers: Path | None = typer.Option(
+        None, help="True answers to plot beside (simulations only)."
+    ),
+) -> None:
+    """Estimate every question's shares or mean, with intervals."""
+    from dpkit.local._cli_survey import estimate_command
+
+    estimate_command(reports, spec, level, plot, answers)
+
+
 location_app = typer.Typer(
     help="Location privacy: geo-indistinguishable reports and document 003's crowdsensing loop.",
     no_args_is_help=True,

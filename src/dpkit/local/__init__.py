@@ -12,6 +12,11 @@ Means of numbers in public bounds: :class:`DuchiMean` (one-bit reports) and
 :class:`PiecewiseMean` (Wang et al.'s piecewise mechanism on a safe output
 grid), both unbiased with a :class:`MeanEstimate`; :func:`best_mean_mechanism`
 picks the one with the smaller worst-case variance at ε.
+
+Surveys: :class:`Survey` of declared questions (:func:`yes_no`, :func:`one_of`,
+:func:`number`), each with its ε and the lowest-variance mechanism; perturb
+on the respondents' side, estimate with intervals on the collector's.
+Location privacy lives in :mod:`dpkit.local.location`.
 """
 
 from dpkit.local._estimate import FrequencyEstimate
@@ -26,6 +31,7 @@ from dpkit.local.frequency_oracles import (
     best_oracle,
 )
 from dpkit.local.mean import DuchiMean, MeanEstimate, PiecewiseMean, best_mean_mechanism
+from dpkit.local.survey import Question, Survey, SurveyEstimate, number, one_of, yes_no
 
 __all__ = [
     "DuchiMean",
@@ -37,8 +43,14 @@ __all__ = [
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
     "PiecewiseMean",
+    "Question",
+    "Survey",
+    "SurveyEstimate",
     "SymmetricUnaryEncoding",
     "best_mean_mechanism",
     "best_oracle",
     "norm_sub",
+    "number",
+    "one_of",
+    "yes_no",
 ]
