@@ -351,7 +351,7 @@ def survey_estimate(
 
 
 location_app = typer.Typer(
-    help="Location privacy: geo-indistinguishable reports and document 003's crowdsensing loop.",
+    help="Location privacy: geo-indistinguishable reports and the course report's crowdsensing loop.",
     no_args_is_help=True,
 )
 app.add_typer(location_app, name="location")
@@ -405,14 +405,10 @@ def location_demo(
         False, "--public-data", help="State that the data is public (the output is not DP)."
     ),
 ) -> None:
-    """Document 003's crowdsensing loop on California: true vs inferred maps, error and privacy vs ε."""
-    from dpkit._cli_budget import require_public_data
+    """The course report's crowdsensing loop on California: true vs inferred maps, error and privacy vs ε."""
     from dpkit.local.location._cli import demo_command
 
-    require_public_data(public_data, "dpkit location demo")
-    path = data or _default_data("california_housing.csv")
-    if path is None:
-        raise dpkit.InvalidParameterError("california_housing.csv not found: pass --data PATH.")
+    path = _public_data_path(public_data, "dpkit location demo", data, "california_housing.csv")
     demo_command(path, out, participants=participants, seed=seed)
 
 
@@ -431,6 +427,17 @@ def _default_data(name: str) -> Path | None:
     return None
 
 
+def _public_data_path(public_data: bool, verb: str, data: Path | None, name: str) -> Path:
+    """The data file of an evaluation verb, which runs only on data declared public."""
+    from dpkit._cli_budget import require_public_data
+
+    require_public_data(public_data, verb)
+    path = data or _default_data(name)
+    if path is None:
+        raise dpkit.InvalidParameterError(f"{name} not found: pass --data PATH.")
+    return path
+
+
 @walkthrough_app.command("titanic")
 @_friendly
 def walkthrough_titanic(
@@ -447,13 +454,9 @@ def walkthrough_titanic(
     ),
 ) -> None:
     """The decision-tree course project's ID3-on-Titanic walk-through, then accuracy of every DP tree."""
-    from dpkit._cli_budget import require_public_data
     from dpkit.walkthroughs.titanic import run
 
-    require_public_data(public_data, "dpkit walkthrough titanic")
-    path = data or _default_data("titanic.csv")
-    if path is None:
-        raise dpkit.InvalidParameterError("titanic.csv not found: pass --data PATH.")
+    path = _public_data_path(public_data, "dpkit walkthrough titanic", data, "titanic.csv")
     run(path, epsilon=epsilon, splits=splits, seed=seed)
 
 

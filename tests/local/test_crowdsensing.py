@@ -1,4 +1,4 @@
-"""Document 003's sparse mobile crowdsensing loop (S1, S2, M1, M2, S3), its demo and CLI verbs."""
+"""The DP-applications course report's sparse mobile crowdsensing loop (S1, S2, M1, M2, S3), its demo and CLI verbs."""
 
 from __future__ import annotations
 

@@ -38,7 +38,9 @@ SURVEY = Survey(
 def test_each_question_gets_its_public_mechanism_and_epsilon_adds_up() -> None:
     m = SURVEY.mechanisms
     assert isinstance(m["smoker"], GeneralizedRandomizedResponse)
-    assert m["smoker"].p_star == pytest.approx(0.75, abs=1e-6)  # document 000's coin flips
+    assert m["smoker"].p_star == pytest.approx(
+        0.75, abs=1e-6
+    )  # the decision-tree course project's coin flips
     assert isinstance(m["party"], OptimizedUnaryEncoding)  # d = 20 > 3e + 2
     assert isinstance(m["income"], DuchiMean) and isinstance(m["age"], PiecewiseMean)
     assert SURVEY.epsilon == pytest.approx(math.log(3) + 1.0 + 0.5 + 3.0)

@@ -25,7 +25,9 @@ def simulate_command(
     """Simulate n respondents, perturb their answers on 'their devices', write the reports."""
     survey = read_survey(spec)
     answers = survey.simulate(n, rng=seed)
-    reports = survey.perturb(answers, rng=None if seed is None else seed + 1)  # an independent stream
+    reports = survey.perturb(
+        answers, rng=None if seed is None else seed + 1
+    )  # an independent stream
     reports.to_csv(out, index=False)
     if answers_out is not None:
         answers.to_csv(answers_out, index=False)

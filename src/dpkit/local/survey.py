@@ -4,7 +4,7 @@ Each question is declared with its own ε and public answer space — a yes/no
 question, one of k declared categories, or a number in declared bounds — and
 gets the mechanism with the lowest variance for it by a public rule
 (:func:`dpkit.local.best_oracle` for categories, which for yes/no is binary
-randomized response: document 000's coin-flip survey is the case ε = ln 3;
+randomized response: the decision-tree course project's coin-flip survey is the case ε = ln 3;
 :func:`dpkit.local.best_mean_mechanism` for numbers).
 
 Privacy: every report of a question is ε_q-LDP for any change of that

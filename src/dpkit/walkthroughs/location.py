@@ -1,4 +1,4 @@
-"""Document 003's sparse mobile crowdsensing loop on California's block groups.
+"""The DP-applications course report's sparse mobile crowdsensing loop on California's block groups.
 
 The map: a grid of regions over California (public bounds); the "sensed"
 value: a block group's median house value (MedHouseVal, $100k). The data has

@@ -8,7 +8,7 @@
   the second the LP optimum of Bordenabe et al. (CCS 2014);
   :func:`realised_epsilon` checks any matrix; :func:`bayes_remap` is both
   the optimal remapping (utility) and the Bayesian adversary (privacy).
-- Document 003's sparse mobile crowdsensing loop: :func:`sensing_matrix`
+- The DP-applications course report's sparse mobile crowdsensing loop: :func:`sensing_matrix`
   (S1), :func:`fit_adjustment` (S2), :func:`upload` (M1, M2),
   :func:`infer_map` (S3).
 """

@@ -1,8 +1,7 @@
-"""Differential location privacy for sparse mobile crowdsensing (document 003, section B).
+"""Location privacy for sparse mobile crowdsensing (the DP-applications course report, B).
 
-Wang, Zhang, Wang, Ma, Li, Zhang, Chen, Jiang, Qiu, "Differential location
-privacy for sparse mobile crowdsensing" (ICDM 2016), the framework of
-document 003's figure: a few participants' phones sense a value (noise,
+L. Wang et al., "Differential location privacy for sparse mobile
+crowdsensing" (ICDM 2016), the framework of the course report's figure: a few participants' phones sense a value (noise,
 air quality, ...) where they are and upload it with their region; the server
 infers the value of every region. The loop, step by step:
 
@@ -26,8 +25,8 @@ infers the value of every region. The loop, step by step:
 Privacy statement — what is and is not covered. The *reported region* is
 ε-geo-indistinguishable (M1 samples a certified matrix). The *reading* is
 uploaded in the clear, as in the paper: it is the thing being collected, and
-whatever it says about where it was taken is not covered by ε. Document 003
-presents the adjustment as accuracy only; dpkit's docs say plainly that it
+whatever it says about where it was taken is not covered by ε. The course
+report presents the adjustment as accuracy only; dpkit's docs say plainly that it
 is computed on the phone from the *true* region, so the adjusted value is a
 function of the true region and can narrow it down for an adversary who
 knows the history (e.g. when two regions' maps f_{i→j} differ a lot). Use it
