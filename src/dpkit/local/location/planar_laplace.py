@@ -9,9 +9,10 @@ reports S, P(K(x) ∈ S) <= e^(ε·d(x, x')) · P(K(x') ∈ S), d Euclidean: ε 
 
 Why a lattice. The paper samples the continuous planar Laplace (density
 ∝ exp(-ε·|z - x|)) in polar coordinates and rounds to a grid; its
-section 4 shows that doubles alone break the guarantee (the set of reachable
-floating-point outputs depends on x, as in Mironov's attack on the textbook
-Laplace), and repairs it only approximately. dpkit instead samples the
+discussion of finite precision shows that doubles alone break the guarantee
+(the set of reachable floating-point outputs depends on x, as in Mironov's
+attack on the textbook Laplace), and its repair costs an approximate,
+larger ε. dpkit instead samples the
 *discrete* planar Laplace on the lattice x0 + step·Z² exactly:
 
     P(z | x) = exp(-ε0 · g(z - x)) / C,    z, x lattice points,
