@@ -8,10 +8,12 @@ the collection of reports, and anything computed from it, is ε-LDP for each
 respondent. Every oracle here is *pure* (see ``_estimate.py``) and shares one
 unbiased estimator, its variance formula and normal-approximation intervals.
 
-All randomness comes from dpkit's exact sources (``rng=None``: the OS CSPRNG)
-through :class:`dpkit.mechanisms.RandomizedResponse`'s exact sampler; ε is
-rounded *down* to a rational first, so the realised ε never exceeds the one
-declared, and the estimators use the probabilities actually sampled.
+All randomness comes from dpkit's exact sources (``rng=None``: the OS CSPRNG).
+Each oracle fixes rational report probabilities whose likelihood ratio is at
+most e^ε and samples them exactly (``_sampling.py``: one uniform integer per
+k-ary response, bit-sliced comparisons for unary bits), so the realised ε never
+exceeds the one declared, and the estimators use the probabilities actually
+sampled.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpkit._checks import MEMORY_CEILING, check_level
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local._estimate import FrequencyEstimate, count_variance, estimate_from_supports
+from dpkit.local._sampling import BitProbability, RationalResponse
 from dpkit.mechanisms._random import as_source
 from dpkit.mechanisms.randomized_response import RandomizedResponse
 
@@ -105,7 +108,7 @@ class FrequencyOracle:
             return codes
         return self._labels_rr._codes(values)
 
-    def perturb(self, values: ArrayLike, rng: object = None) -> NDArray[np.int64]:
+    def perturb(self, values: ArrayLike, rng: object = None) -> NDArray[np.integer]:
         """Client side: one ε-LDP report per value (vectorised over respondents)."""
         return self._perturb_codes(self.encode(values), as_source(rng))
 
@@ -143,7 +146,7 @@ class FrequencyOracle:
         extra = 0.0 if counts is None else np.asarray(counts, dtype=np.float64)
         return count_variance(int(n), self.p_star, self.q_star, extra)
 
-    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.integer]:
         raise NotImplementedError
 
     def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
@@ -160,8 +163,9 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
     p = e^ε / (e^ε + d - 1), each other with q = 1 / (e^ε + d - 1).
     Privacy: each report is ε-LDP for any change of that respondent's value,
     since P(report y | v) / P(report y | v') <= p / q = e^ε for every y.
-    Sampled exactly by :class:`dpkit.mechanisms.RandomizedResponse`. With d = 2
-    and ε = ln 3 it is the coin-flip survey (p = 3/4).
+    Sampled exactly with rational probabilities whose ratio is at most e^ε
+    (``RationalResponse``). With d = 2 and ε = ln 3 it is the coin-flip survey
+    (p = 3/4).
     Var* = n (e^ε + d - 2) / (e^ε - 1)^2: best for small domains.
     ``perturb`` returns int64 indices (shape (n,)); ``estimate`` takes them.
     """
@@ -170,11 +174,12 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        self.p_star = self._labels_rr.p_keep
-        self.q_star = self._labels_rr.p_other
+        self._rr = RationalResponse(epsilon=self.epsilon, k=self.d)
+        self.p_star = self._rr.p_keep
+        self.q_star = self._rr.p_other
 
     def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
-        return self._labels_rr.randomise_codes(codes, rng=source)
+        return self._rr.sample(codes, source)
 
     def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
         what = f"a 1-D integer array of domain indices in [0, {self.d}) (what perturb returns)"
@@ -192,19 +197,23 @@ class _UnaryEncoding(FrequencyOracle):
     """
 
     def _check_size(self, n: int) -> None:
-        if n * self.d * 8 > MEMORY_CEILING:
+        if n * self.d > MEMORY_CEILING:
             raise InvalidParameterError(
                 "n * d is too large for one unary-encoding call; perturb in batches."
             )
 
-    def _one_hot(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
-        self._check_size(codes.size)
-        bits = np.zeros((codes.size, self.d), dtype=np.int64)
-        bits[np.arange(codes.size), codes] = 1
-        return bits
-
     def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
         what = f"a 2-D 0/1 array with one row per report and {self.d} columns (perturb's output)"
+        compact = np.asarray(reports) if isinstance(reports, np.ndarray) else None
+        if compact is not None and compact.ndim == 2 and compact.dtype in (np.uint8, np.bool_):
+            # perturb's own output: count without widening a possibly huge array.
+            if compact.shape[0] == 0:
+                raise DataError("no reports to estimate from: collect at least one report.")
+            if compact.shape[1] != self.d:
+                raise DataError(f"reports must be {what}.")
+            if compact.dtype == np.uint8 and int(compact.max()) > 1:
+                raise DataError(f"reports must be {what}; an entry is not 0 or 1.")
+            return compact.shape[0], compact.sum(axis=0, dtype=np.int64)
         arr = _integer_reports(reports, ndim=2, what=what)
         if arr.shape[1] != self.d:
             raise DataError(f"reports must be {what}.")
@@ -216,51 +225,53 @@ class _UnaryEncoding(FrequencyOracle):
 class SymmetricUnaryEncoding(_UnaryEncoding):
     """Symmetric unary encoding (SUE, basic one-time RAPPOR).
 
-    Report: d bits; each bit of the one-hot encoding is kept with
-    p = e^(ε/2) / (e^(ε/2) + 1) and flipped with q = 1 - p (binary randomized
-    response at ε/2, sampled exactly). Privacy: each report is ε-LDP for any
-    change of that respondent's value: the ratio of report probabilities is at
-    most p(1-q) / ((1-p) q) = (e^(ε/2))^2 = e^ε.
+    Report: d bits; each bit of the one-hot encoding is flipped with
+    q = 1 / (e^(ε/2) + 1), rounded *up* to a multiple of 2^-52, and kept with
+    p = 1 - q (sampled exactly, bit-sliced). Privacy: each report is ε-LDP for
+    any change of that respondent's value: the ratio of report probabilities
+    is at most p(1-q) / ((1-p) q) = ((1-q)/q)^2 <= (e^(ε/2))^2 = e^ε.
     Var* = n e^(ε/2) / (e^(ε/2) - 1)^2 (never below OUE's).
-    ``perturb`` returns an (n, d) 0/1 int64 array.
+    ``perturb`` returns an (n, d) 0/1 uint8 array.
     """
 
     name = "sue"
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        self._bit_rr = RandomizedResponse(epsilon=self.epsilon / 2, categories=(0, 1))
-        self.p_star = self._bit_rr.p_keep
-        self.q_star = self._bit_rr.p_other
+        self._flip = BitProbability(1.0 / (math.exp(min(self.epsilon / 2, 700.0)) + 1.0))
+        self.p_star = 1.0 - self._flip.q
+        self.q_star = self._flip.q
 
-    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
-        bits = self._one_hot(codes)
-        return self._bit_rr.randomise_codes(bits.ravel(), rng=source).reshape(bits.shape)
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.uint8]:
+        self._check_size(codes.size)
+        bits = self._flip.sample((codes.size, self.d), source)
+        bits[np.arange(codes.size), codes] ^= 1  # flips of the one-hot vector
+        return bits
 
 
 class OptimizedUnaryEncoding(_UnaryEncoding):
     """Optimised unary encoding (OUE).
 
     Report: d bits; the respondent's own bit is 1 with p = 1/2, every other bit
-    is 1 with q = 1 / (e^ε + 1) (a fair bit, and binary randomized response at
-    ε applied to 0, both exact). Privacy: each report is ε-LDP for any change of
-    that respondent's value: the ratio of report probabilities is at most
-    p(1-q) / ((1-p) q) = e^ε. Var* = n 4 e^ε / (e^ε - 1)^2, independent of d.
-    ``perturb`` returns an (n, d) 0/1 int64 array.
+    is 1 with q = 1 / (e^ε + 1), rounded *up* to a multiple of 2^-52 (a fair
+    bit, and exact bit-sliced Bernoulli(q) bits). Privacy: each report is
+    ε-LDP for any change of that respondent's value: the ratio of report
+    probabilities is at most p(1-q) / ((1-p) q) = (1-q)/q <= e^ε.
+    Var* = n 4 e^ε / (e^ε - 1)^2, independent of d.
+    ``perturb`` returns an (n, d) 0/1 uint8 array.
     """
 
     name = "oue"
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
-        self._bit_rr = RandomizedResponse(epsilon=self.epsilon, categories=(0, 1))
+        self._spurious = BitProbability(1.0 / (math.exp(min(self.epsilon, 700.0)) + 1.0))
         self.p_star = 0.5
-        self.q_star = self._bit_rr.p_other
+        self.q_star = self._spurious.q
 
-    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
+    def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.uint8]:
         self._check_size(codes.size)
-        zeros = np.zeros(codes.size * self.d, dtype=np.int64)
-        bits = self._bit_rr.randomise_codes(zeros, rng=source).reshape(codes.size, self.d)
+        bits = self._spurious.sample((codes.size, self.d), source)
         bits[np.arange(codes.size), codes] = source.bits(codes.size)
         return bits
 
@@ -279,11 +290,11 @@ class OptimizedLocalHashing(FrequencyOracle):
     Report: (a, b, y). The respondent draws a hash H(v) = ((a v + b) mod P) mod g
     from a universal family (P = 2^31 - 1, a in [1, P), b in [0, P), uniform,
     independent of v), with g ≈ e^ε + 1, and reports y = k-RR over g values of
-    H(v): y = H(v) w.p. e^ε / (e^ε + g - 1). Privacy: each report is ε-LDP for
-    any change of that respondent's value: (a, b) has the same distribution
-    under every value, and given (a, b) the ratio of P(y) under two values is
-    at most e^ε (k-RR). A report supports v when H(v) = y: p* = e^ε/(e^ε+g-1),
-    q* = 1/g. Var* = n (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1)) (= OUE's when
+    H(v): y = H(v) w.p. p* ≈ e^ε / (e^ε + g - 1) (rational, ratio to any other
+    value at most e^ε). Privacy: each report is ε-LDP for any change of that
+    respondent's value: (a, b) has the same distribution under every value,
+    and given (a, b) the ratio of P(y) under two values is at most e^ε (k-RR).
+    A report supports v when H(v) = y: p* as above, q* = 1/g. Var* = n (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1)) (= OUE's when
     g = e^ε + 1). ``perturb`` returns an (n, 3) int64 array of (a, b, y);
     ``estimate`` counts supports in blocks of reports, all values at once.
     """
@@ -293,7 +304,7 @@ class OptimizedLocalHashing(FrequencyOracle):
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         self.g = _olh_hash_range(self.epsilon, self.d)
-        self._hash_rr = RandomizedResponse(epsilon=self.epsilon, categories=range(self.g))
+        self._hash_rr = RationalResponse(epsilon=self.epsilon, k=self.g)
         self.p_star = self._hash_rr.p_keep
         self.q_star = 1.0 / self.g
 
@@ -302,7 +313,7 @@ class OptimizedLocalHashing(FrequencyOracle):
         a = 1 + source.uniform_below(np.full(n, HASH_PRIME - 1, dtype=np.int64))
         b = source.uniform_below(np.full(n, HASH_PRIME, dtype=np.int64))
         hashed = ((a * codes + b) % HASH_PRIME) % self.g  # a * v < 2^62: no overflow
-        y = self._hash_rr.randomise_codes(hashed, rng=source)
+        y = self._hash_rr.sample(hashed, source)
         return np.column_stack([a, b, y]).astype(np.int64)
 
     def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
@@ -390,14 +401,14 @@ class HadamardResponse(FrequencyOracle):
                 f"Hadamard response takes domains up to {_MAX_HADAMARD - 1:,} values "
                 "(its server histogram has one entry per column); use OLH for larger ones."
             )
-        self._member_rr = RandomizedResponse(epsilon=self.epsilon, categories=(0, 1))
+        self._member_rr = RationalResponse(epsilon=self.epsilon, k=2)
         self.p_star = self._member_rr.p_keep
         self.q_star = 0.5
 
     def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
         n = codes.size
         row = codes + 1
-        member = self._member_rr.randomise_codes(np.ones(n, dtype=np.int64), rng=source)
+        member = self._member_rr.sample(np.ones(n, dtype=np.int64), source)
         column = source.uniform_below(np.full(n, self.k, dtype=np.int64))
         wrong = _parity(row & column) != (1 - member)  # members have even parity
         return np.where(wrong, column ^ (row & -row), column).astype(np.int64)
@@ -443,19 +454,26 @@ _ORACLES: tuple[type[FrequencyOracle], ...] = (
 
 
 def best_oracle(*, epsilon: float, domain: int | Sequence[Any]) -> FrequencyOracle:
-    """The oracle with the lowest variance for (ε, d), by a public rule.
+    """The oracle with the lowest total variance for (ε, d), by a public rule.
 
-    Rule: compute each oracle's value-free variance Var* per report from its
-    probabilities (Wang et al. 2017) —
-    GRR (e^ε + d - 2) / (e^ε - 1)^2, OLH (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1))
-    with its integer g, OUE 4 e^ε / (e^ε - 1)^2, SUE e^(ε/2) / (e^(ε/2) - 1)^2 —
-    and return the smallest; ties (within 1e-9 relative) go to the smaller
-    report, in the order GRR, OLH, OUE, SUE. In effect: GRR when
-    d < 3 e^ε + 2, otherwise OLH when e^ε + 1 is (nearly) an integer, else
-    whichever of OLH and OUE is lower. Depends only on public ε and d, so the
-    choice reveals nothing; the returned oracle's reports are ε-LDP.
+    Rule: the sum over the domain of the estimated counts' variances, per
+    report, is d Var* + (1 - p* - q*) / (p* - q*) whatever the data (the
+    counts n_v enter the exact variances only through sum_v n_v = n), with
+    Var* = q*(1 - q*)/(p* - q*)^2 (Wang et al. 2017): GRR's
+    (e^ε + d - 2)/(e^ε - 1)^2, OLH's (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1))
+    with its integer g, OUE's 4 e^ε/(e^ε - 1)^2, SUE's e^(ε/2)/(e^(ε/2) - 1)^2.
+    Return the oracle with the smallest sum, computed from the probabilities
+    each one actually samples; ties (within 1e-6 relative: the rational
+    rounding of the probabilities moves the sums by less) go to the smaller
+    report, in the order GRR, OLH, OUE, SUE. In effect GRR for small domains
+    (d below about 3 e^ε + 2, a little lower than the value-free rule because
+    GRR's second term is larger), else OLH or OUE. Depends only on public ε
+    and d, so the choice reveals nothing; the returned oracle's reports are ε-LDP.
     """
     oracles = [cls(epsilon=epsilon, domain=domain) for cls in _ORACLES]
-    variances = [float(o.variance(1)) for o in oracles]
-    best = min(variances)
-    return next(o for o, v in zip(oracles, variances) if v <= best * (1 + 1e-9))
+    totals = [
+        o.d * float(o.variance(1)) + (1 - o.p_star - o.q_star) / (o.p_star - o.q_star)
+        for o in oracles
+    ]
+    best = min(totals)
+    return next(o for o, v in zip(oracles, totals) if v <= best * (1 + 1e-6))
