@@ -199,27 +199,23 @@ def summarise(cell: dict[str, Any]) -> None:
         ]
         best_ours = min(ours, key=lambda r: r["unbiased"]["mse"])
         chosen = next(r for r in ours if r["best"])
-        unbiased_peers = [r for r in peers if r["library"] == "pure-ldp"]
-        normalised_peers = [r for r in peers if r["library"] == "multi-freq-ldpy"]
         entry: dict[str, Any] = {"epsilon": eps, "chosen": chosen["oracle"]}
-        if unbiased_peers:
-            peer = min(unbiased_peers, key=lambda r: r["stats"]["mse"])
-            entry["unbiased"] = {
-                "dpkit": chosen["unbiased"],
-                "dpkit_best_measured": best_ours["oracle"],
-                "peer": f"pure-ldp {peer['oracle']}",
-                "peer_stats": peer["stats"],
-                "comparison": compare(chosen["unbiased"], peer["stats"], cell["d"]),
-            }
-        if normalised_peers:
-            peer = min(normalised_peers, key=lambda r: r["stats"]["mse"])
-            entry["normalised"] = {
-                "dpkit": chosen["clip_normalise"],
-                "dpkit_norm_sub": chosen["norm_sub"],
-                "peer": f"multi-freq-ldpy {peer['oracle']}",
-                "peer_stats": peer["stats"],
-                "comparison": compare(chosen["clip_normalise"], peer["stats"], cell["d"]),
-            }
+        # pure-ldp's estimates are unbiased; multi-freq-ldpy's are clipped and rescaled.
+        for key, library, ours_key in (
+            ("unbiased", "pure-ldp", "unbiased"),
+            ("normalised", "multi-freq-ldpy", "clip_normalise"),
+        ):
+            candidates = [r for r in peers if r["library"] == library]
+            if candidates:
+                peer = min(candidates, key=lambda r: r["stats"]["mse"])
+                entry[key] = {
+                    "dpkit": chosen[ours_key],
+                    "dpkit_norm_sub": chosen["norm_sub"],
+                    "dpkit_best_measured": best_ours["oracle"],
+                    "peer": f"{library} {peer['oracle']}",
+                    "peer_stats": peer["stats"],
+                    "comparison": compare(chosen[ours_key], peer["stats"], cell["d"]),
+                }
         speed = {}
         for row in ours:
             same = [
