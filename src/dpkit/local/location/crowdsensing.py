@@ -154,12 +154,25 @@ def sensing_matrix(
     *,
     adjustment: Adjustment | None = None,
     prior: ArrayLike | None = None,
+    method: str = "constraints",
     neighbours: int | None = 8,
 ) -> ObfuscationMatrix:
-    """S1: the ε-geo-indistinguishable matrix of least expected data-quality loss (an LP)."""
+    """S1: the ε-geo-indistinguishable matrix of least expected data-quality loss (an LP).
+
+    ``method`` as in :func:`optimal_matrix`; the default is the constraint LP,
+    because a data-quality loss is not geometric: many matrices tie on it, and
+    the constraint LP's optimum spreads reports over more regions than the
+    mixture LP's, which S3's inference needs (fewer regions observed, a worse
+    fit). Use ``"mixture"`` for region sets too large for the constraint LP.
+    """
     h = check_history(history, regions.n)
     return optimal_matrix(
-        regions, epsilon, prior=prior, loss=quality_loss(h, adjustment), neighbours=neighbours
+        regions,
+        epsilon,
+        prior=prior,
+        loss=quality_loss(h, adjustment),
+        method=method,
+        neighbours=neighbours,
     )
 
 

@@ -14,11 +14,16 @@ region; the matrix is public and built before any location is seen.
   Σ_i π_i Σ_j K[i, j] L[i, j] under a prior π subject to the constraints
   above (Bordenabe, Chatzikokolakis, Palamidessi, "Optimal geo-indistinguishable
   mechanisms for location privacy", CCS 2014), a linear program solved with
-  SciPy's HiGHS. All n^3 constraints are too many for a few hundred regions;
-  as in the paper, constraints are imposed only along the edges of a graph
-  (the k nearest neighbours plus the Delaunay edges), with ε scaled down by
-  the graph's measured dilation δ = max d_graph(i, i')/d(i, i'): chaining the
-  edge constraints along a shortest path gives e^(ε·d_graph/δ) <= e^(ε·d).
+  HiGHS. All n^3 constraints are too many for a few hundred regions. The
+  default (``method="mixture"``) restricts the columns instead: non-negative
+  mixtures of shapes exp(ε·g) with g 1-Lipschitz, which meet every constraint
+  by construction, leaving an LP with one row per region
+  (:mod:`dpkit.local.location._mixture`). ``method="constraints"`` is the
+  paper's LP over all n^2 entries; as in the paper, constraints are imposed
+  only along the edges of a graph (the k nearest neighbours plus the Delaunay
+  edges), with ε scaled down by the graph's measured dilation
+  δ = max d_graph(i, i')/d(i, i'): chaining the edge constraints along a
+  shortest path gives e^(ε·d_graph/δ) <= e^(ε·d).
 
 Certification. Whatever the construction, the matrix that is *sampled* is
 checked: it is mixed with the uniform matrix (weight 2^-30, which keeps every
@@ -45,6 +50,7 @@ from scipy.special import logsumexp
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, InvalidParameterError
+from dpkit.local.location._mixture import mixture_lp
 from dpkit.local.location.regions import Regions
 from dpkit.mechanisms._random import as_source
 
@@ -241,20 +247,37 @@ def optimal_matrix(
     *,
     prior: ArrayLike | None = None,
     loss: ArrayLike | None = None,
+    method: str = "mixture",
     neighbours: int | None = 8,
     max_loss: float | None = None,
 ) -> ObfuscationMatrix:
     """The ε-geo-indistinguishable matrix of least expected loss under a prior (an LP).
 
+    Guarantee: the returned matrix is ε-geo-indistinguishable (ε per unit of
+    distance between region centres), certified on the sampled table over all
+    n^3 triples (see :meth:`ObfuscationMatrix.certify`). Its inputs are
+    public; no location is read.
+
     ``prior``: public weights of the regions (default uniform; e.g. from
     historical, public or already-released data, never the private
     locations themselves). ``loss``: L[i, j], the quality lost when region i is
-    reported as j (default the distance). ``neighbours``: constrain only the
-    k-nearest-neighbour and Delaunay edges (with ε scaled by the dilation);
-    None constrains every pair (exact optimum, n^3 constraints). ``max_loss``:
-    also require the expected loss to be at most this (a quality-of-service
-    floor); when no ε-geo-indistinguishable matrix meets it the LP is
-    infeasible and a clear error says so.
+    reported as j (default the distance). ``max_loss``: also require the
+    expected loss to be at most this (a quality-of-service floor); when the
+    LP cannot meet it a clear error says so.
+
+    ``method``:
+
+    - ``"mixture"`` (default): the least-loss matrix whose columns are
+      non-negative mixtures of ε-Lipschitz shapes (balls, half-planes, loss
+      level sets; proof in :mod:`dpkit.local.location._mixture`). One LP row
+      per region, solved by column generation: 400 regions in seconds, within
+      about 1.5% of the exact optimum on the grids measured and better than the
+      spanner LP from ε ≈ 0.5 on (no dilation).
+    - ``"constraints"``: Bordenabe, Chatzikokolakis and Palamidessi's LP over
+      the n^2 entries (CCS 2014). ``neighbours`` constrains only the
+      k-nearest-neighbour and Delaunay edges, with ε divided by the graph's
+      dilation; ``None`` constrains every pair: the exact optimum, n^3
+      constraints, for small region sets.
     """
     eps = check_epsilon(epsilon)
     n = regions.n
@@ -263,8 +286,26 @@ def optimal_matrix(
             f"optimal_matrix supports at most {_MAX_LP_REGIONS} regions (an LP with n^2 "
             "variables); use a coarser grid or exponential_matrix."
         )
+    if method not in ("mixture", "constraints"):
+        raise InvalidParameterError('method must be "mixture" or "constraints".')
+    if method == "mixture" and neighbours != 8:
+        raise InvalidParameterError(
+            'neighbours applies to method="constraints"; the mixture LP needs no constraint graph.'
+        )
     p = _check_prior(prior, n)
     q = _check_loss(loss, regions, n)
+    if max_loss is not None and (
+        isinstance(max_loss, bool) or not np.isfinite(max_loss) or max_loss < 0
+    ):
+        raise InvalidParameterError("max_loss must be a finite number >= 0.")
+    if method == "mixture":
+        law, least = mixture_lp(regions.centers, regions.distances, eps, p, q, loss is not None)
+        if max_loss is not None and least > max_loss:
+            raise InvalidParameterError(
+                "no epsilon-geo-indistinguishable matrix meets max_loss in the mixture LP: "
+                'raise epsilon or max_loss, or try method="constraints".'
+            )
+        return ObfuscationMatrix.certify(regions, eps, law, "optimal", 1.0)
     edges, dilation = _constraint_edges(regions, neighbours)
     d = regions.distances
     target = eps * (1.0 - _LP_MARGIN) / dilation
@@ -285,8 +326,6 @@ def optimal_matrix(
     cost = (p[:, None] * q).ravel()
     b_ub = np.zeros(m * n)
     if max_loss is not None:  # a quality-of-service floor: expected loss <= max_loss
-        if isinstance(max_loss, bool) or not np.isfinite(max_loss) or max_loss < 0:
-            raise InvalidParameterError("max_loss must be a finite number >= 0.")
         a_ub = sparse.vstack([a_ub, sparse.csr_matrix(cost)], format="csr")
         b_ub = np.append(b_ub, float(max_loss))
     problem = {
