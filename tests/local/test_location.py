@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -256,3 +258,14 @@ def test_planar_laplace_channel_rows_are_distributions() -> None:
     )
     assert np.allclose(channel.sum(axis=1), 1.0)
     assert (np.diag(channel) > channel.mean(axis=1)).all()
+
+
+def test_the_lp_solver_prints_nothing() -> None:
+    # HiGHS writes a banner below Python on its first use in a process; users' stdout (a CLI's
+    # CSV output, a notebook) must not receive it.
+    code = (
+        "from dpkit.local.location import grid_regions, optimal_matrix\n"
+        "optimal_matrix(grid_regions((0, 0, 4, 4), (4, 4)), 1.0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == ""

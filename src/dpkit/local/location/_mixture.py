@@ -33,6 +33,10 @@ the certification cannot push the realised ε above the declared one.
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+
 import highspy
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +49,28 @@ _DIRECTIONS = 16
 _OFFSETS = 12
 _LOSS_LEVELS = (0.1, 0.25, 0.5)
 _MAX_ROUNDS = 500
+
+
+@functools.cache
+def _swallow_banner() -> None:
+    """HiGHS prints a banner on the process's stdout (fd 1, below Python) when the first
+    solver is built; build that one with fd 1 on /dev/null so CLI output stays clean."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _solver() -> highspy.Highs:
+    _swallow_banner()
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    return solver
 
 
 def _distance_to_sets(d: NDArray[np.float64], masks: NDArray[np.bool_]) -> NDArray[np.float64]:
@@ -97,8 +123,7 @@ def mixture_lp(
     costs = loss.T @ (prior[:, None] * shapes)  # (outputs, shapes)
     output = costs.argmin(axis=0)
     cost = costs[output, np.arange(shapes.shape[1])]
-    solver = highspy.Highs()
-    solver.setOptionValue("output_flag", False)
+    solver = _solver()
     solver.addRows(
         n, np.ones(n), np.ones(n), 0, np.array([], np.int32), np.array([], np.int32), np.array([])
     )
