@@ -100,8 +100,11 @@ def run(spec: dict[str, Any]) -> list[dict[str, Any]]:
     values = np.load(spec["values"])
     d, n = int(spec["d"]), values.size
     rows = []
+    only = spec.get("only")  # {"library": ..., "oracle": ...}: one peer oracle (confirmations)
     for library, make in LIBRARIES.items():
         for oracle in ORACLES[library]:
+            if only and (library, oracle) != (only["library"], only["oracle"]):
+                continue
             for eps in spec["epsilons"]:
                 perturb, estimate = make(oracle, d, eps)
                 probe = values[: spec["probe"]]
