@@ -33,7 +33,11 @@ from dpkit.reproduce.regression_paper import (
     default_data_path,
     load_scaled,
 )
-from dpkit.trees import DPDecisionTreeRegressor, DPRandomForestRegressor
+from dpkit.trees import (
+    DPDecisionTreeRegressor,
+    DPGradientBoostingRegressor,
+    DPRandomForestRegressor,
+)
 
 UNIT: dict[str, Any] = {"bounds": (0.0, 1.0), "target_bounds": (0.0, 1.0)}
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -85,6 +89,18 @@ def accuracy(
 
     out: dict[str, Any] = {"dp": {}, "non_private": {}}
     methods: dict[str, Callable[[float], Callable[..., Any] | None]] = {
+        "dpkit DPGradientBoostingRegressor (default, delta=1e-6)": lambda e: (
+            lambda a, b, c, s: (
+                DPGradientBoostingRegressor(epsilon=e, random_state=s, **UNIT).fit(a, b).predict(c)
+            )
+        ),
+        "dpkit DPGradientBoostingRegressor (delta=0)": lambda e: (
+            lambda a, b, c, s: (
+                DPGradientBoostingRegressor(epsilon=e, delta=0.0, random_state=s, **UNIT)
+                .fit(a, b)
+                .predict(c)
+            )
+        ),
         "dpkit DPRandomForestRegressor (default)": lambda e: (
             lambda a, b, c, s: (
                 DPRandomForestRegressor(epsilon=e, random_state=s, **UNIT).fit(a, b).predict(c)
@@ -192,6 +208,10 @@ def speed(X_cal: np.ndarray, y_cal: np.ndarray, quick: bool) -> dict[str, float]
     t[f"{tag}: dpkit 100-round boosting (depth 6) fit"] = _median_time(
         lambda: boost.fit(Xb, yb), repeat=1
     )
+    gbr = DPGradientBoostingRegressor(epsilon=1.0, max_iter=100, **UNIT)
+    t[f"{tag}: dpkit DPGradientBoostingRegressor(max_iter=100) fit"] = _median_time(
+        lambda: gbr.fit(Xb, yb), repeat=1
+    )
     t[f"{tag}: sklearn RandomForestRegressor(100, max_depth=6, n_jobs=1) fit"] = _median_time(
         lambda: RandomForestRegressor(n_estimators=100, max_depth=6, n_jobs=1).fit(Xb, yb), repeat=1
     )
@@ -203,6 +223,9 @@ def speed(X_cal: np.ndarray, y_cal: np.ndarray, quick: bool) -> dict[str, float]
     )
     t[f"predict {n_pred} rows: dpkit 100-round boosting"] = _median_time(
         lambda: boost.predict(Xp), repeat=1
+    )
+    t[f"predict {n_pred} rows: dpkit DPGradientBoostingRegressor"] = _median_time(
+        lambda: gbr.predict(Xp), repeat=1
     )
     for k, v in t.items():
         print(f"{k:70s} {v:8.3f} s", flush=True)

@@ -1,0 +1,125 @@
+"""``DPGradientBoostingRegressor``: differentially private boosting of an additive regression model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dpkit.errors import InvalidParameterError
+from dpkit.trees._base import DPTreeEstimatorBase, target_array
+from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees.boosting._cyclic import SquaredLoss, decision_scores
+from dpkit.trees.boosting._estimator import BoostingMixin
+
+LOSSES = ("absolute_error", "squared_error")
+
+
+class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimatorBase):
+    """Gradient-boosted additive regressor with a differential privacy guarantee.
+
+    Guarantee: ``fit`` is (``epsilon``, ``delta``)-DP with respect to adding
+    or removing one training row (features and target together): rho-zCDP
+    with rho the largest value fitting within (epsilon, delta) when
+    ``delta > 0`` (default 1e-6), pure epsilon-DP when ``delta=0``. ``predict``
+    only post-processes the fitted model.
+
+    The target is clipped to the public ``target_bounds`` and scaled to [0, 1];
+    the model F(x) = b + sum_j f_j(x_j) starts at 0.5 (the middle of the
+    bounds) and is fitted by the same cyclic boosting as
+    :class:`DPGradientBoostingClassifier`. ``loss="absolute_error"`` (default):
+    a visit to feature j releases, per random segment of its public bins, the
+    sum of the residuals' signs and the number of rows, and moves the segment
+    by ``learning_rate`` x sum / (count + lambda), a step towards the segment's
+    median residual; ``"squared_error"``: the same with residuals clipped to
+    [-1, 1] (towards the mean). One row adds at most 1 to one sum and 1 to one
+    count: l2 norm <= sqrt(2), l1 <= 2. The defaults (absolute error, random
+    stumps: ``max_leaf_nodes=2``) are the best measured on the regression-tree
+    paper's protocol (docs/trees-regression.md); many random stumps average
+    into smooth shape functions. The model is a function of earlier releases only,
+    so the ``max_iter x n_features`` releases compose adaptively (zCDP: rho
+    / releases each, discrete Gaussian; pure: epsilon / releases each,
+    discrete Laplace). Predictions are mapped back to the target's units and
+    clipped to ``target_bounds``.
+
+    Public metadata (required): ``bounds`` of numeric features, categorical
+    ``domains`` (or a pandas ``category`` dtype), ``target_bounds``.
+    ``accountant``: None, an Accountant, a ledger path or a Session, charged
+    after the public checks and before the rows are read.
+
+    Fitted attributes: ``intercept_``, ``shapes_`` (one array per feature, in
+    the scaled target's units), ``grid_``, ``target_bounds_``,
+    ``learning_rate_``, ``l2_regularization_``, ``privacy_``.
+    """
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        max_iter: int = 100,
+        learning_rate: float | str = "auto",
+        max_leaf_nodes: int = 2,
+        l2_regularization: float | str = "auto",
+        n_cuts: int = 31,
+        bounds: Any = None,
+        domains: dict[str, Any] | None = None,
+        target_bounds: Any = None,
+        accountant: Any = None,
+        random_state: Any = None,
+        loss: str = "absolute_error",
+    ) -> None:
+        self.loss = loss
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.l2_regularization = l2_regularization
+        self.n_cuts = n_cuts
+        self.bounds = bounds
+        self.domains = domains
+        self.target_bounds = target_bounds
+        self.accountant = accountant
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: ArrayLike) -> DPGradientBoostingRegressor:
+        """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring)."""
+        self._check_boosting_params()
+        if self.loss not in LOSSES:
+            raise InvalidParameterError(
+                f"loss must be one of {list(LOSSES)}, got {self.loss!r}: 'absolute_error' "
+                "moves towards the residuals' median (robust; the default), 'squared_error' "
+                "towards their mean."
+            )
+        lo, hi = check_target_bounds(self.target_bounds)
+        columns, y_raw = self._fit_columns(X, y)
+        grid = self._make_grid(columns)
+        y_unit = scale_target(target_array(y_raw), lo, hi)
+        codes = grid.encode_training(columns.arrays)
+        n_bins = grid.n_bins
+        ordered = np.where(grid.is_categorical, 0, n_bins).astype(np.int64)
+        plan = self._boosting_plan(
+            SquaredLoss(absolute=self.loss == "absolute_error"), n_bins, ordered
+        )
+        self.grid_ = grid
+        self.target_bounds_ = (lo, hi)
+        self.intercept_, self.shapes_ = self._fit_boosted(
+            plan,
+            codes,
+            y_unit[:, None],
+            n_bins,
+            np.array([0.5]),
+            "DPGradientBoostingRegressor.fit",
+        )
+        return self
+
+    def predict(self, X: Any) -> NDArray[np.float64]:
+        """Predictions in the target's units, clipped to ``target_bounds`` (post-processing)."""
+        check_is_fitted(self, "shapes_")
+        lo, hi = self.target_bounds_
+        scores = decision_scores(self.intercept_, self.shapes_, self._predict_codes(X))[:, 0]
+        return np.asarray(lo + np.clip(scores, 0.0, 1.0) * (hi - lo), dtype=np.float64)
