@@ -236,3 +236,63 @@ def test_every_estimator_audit_passes_and_refutes_a_broken_variant(name: str) ->
     assert _audit(name, 1.0, 4000).passed
     broken = _audit(name, 30.0, 4000)
     assert not broken.passed and broken.epsilon_lower_bound > 1.0
+
+
+# -- one accountant for queries and models ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_every_estimator_charges_the_accountant_before_it_fits(name: str) -> None:
+    from dpkit import Accountant, Budget
+    from dpkit.errors import BudgetExceededError
+
+    X, y = _data()
+    target = y.astype(float) if "regressor" in name else y
+    acc = Accountant(Budget(1.5, 1e-5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = ESTIMATORS[name](epsilon=1.0, random_state=0, accountant=acc).fit(X, target)
+    report = model.privacy_
+    assert (acc.spent.epsilon, acc.spent.delta) == (report.epsilon, report.delta)
+    assert report.epsilon == 1.0 and report.neighbouring == "add/remove one row"
+    assert report.split and report.uses.keys() == report.split.keys()
+    # A second fit cannot be paid: refused before the model is grown, nothing charged.
+    again = ESTIMATORS[name](epsilon=1.0, random_state=0, accountant=acc)
+    with pytest.raises(BudgetExceededError):
+        again.fit(X, target)
+    assert not hasattr(again, "privacy_")
+    assert (acc.spent.epsilon, acc.spent.delta) == (report.epsilon, report.delta)
+
+
+def test_a_model_trained_beside_session_queries_pays_from_the_same_budget() -> None:
+    import pandas as pd
+
+    from dpkit import Session
+
+    X, y = _data()
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
+    session = Session.from_pandas(frame, epsilon=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session.count(epsilon=0.5)
+        DPDecisionTreeClassifier(
+            epsilon=0.4, bounds=(0, 1), classes=[0, 1], accountant=session
+        ).fit(X, y)
+        with pytest.raises(Exception, match="budget"):
+            DPDecisionTreeClassifier(
+                epsilon=0.2, bounds=(0, 1), classes=[0, 1], accountant=session
+            ).fit(X, y)
+    assert session.spent.epsilon == pytest.approx(0.9)
+
+
+def test_the_papers_algorithms_cannot_be_charged_to_an_accountant() -> None:
+    from dpkit import Accountant, Budget
+    from dpkit.errors import InvalidParameterError
+
+    X, y = _data()
+    acc = Accountant(Budget(5.0))
+    with pytest.raises(InvalidParameterError, match="not differentially private"):
+        DPDecisionTreeRegressor(
+            algorithm="paper", bounds=(0, 1), target_bounds=(0, 1), accountant=acc
+        ).fit(X, y.astype(float))
+    assert acc.spent.epsilon == 0

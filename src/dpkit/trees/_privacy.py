@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from dpkit.accounting.budget import Budget
 from dpkit.accounting.charging import as_accountant, charge_and_run
 
-__all__ = ["NEIGHBOURING", "PrivacyReport", "fit_paid"]
+__all__ = ["NEIGHBOURING", "PrivacyReport", "fit_paid", "plan_report"]
 
 NEIGHBOURING = "add/remove one row"
 
@@ -93,3 +93,17 @@ def fit_paid(accountant: Any, cost: Budget, label: str, fit: Callable[[], T]) ->
     :class:`dpkit.ReleaseFailedError` whose message is the same for every dataset.
     """
     return charge_and_run(as_accountant(accountant), cost, label, fit)
+
+
+def plan_report(epsilon: float, plan: Any, **details: Any) -> PrivacyReport:
+    """The report of a pure-epsilon fit whose budget split is a ``trees._budget.BudgetPlan``.
+
+    ``details`` keep the earlier dict keys working: ``privacy_["queries"]`` (the
+    plan as a dict) and ``privacy_["total"]`` (the exact total, a Fraction).
+    """
+    return PrivacyReport(
+        epsilon=epsilon,
+        split={k: float(v) for k, v in plan.parts.items()},
+        uses=dict(plan.uses),
+        details={"queries": plan.as_dict(), "total": plan.total, **details},
+    )

@@ -10,12 +10,14 @@ from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
+from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError
 from dpkit.trees._base import check_fraction, check_positive_int
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._classification import ClassificationTreeSpec, fit_classification_tree
 from dpkit.trees._cls_common import DPClassifierBase, auto_criterion, auto_depth_rule
 from dpkit.trees._core import Tree, apply
+from dpkit.trees._privacy import fit_paid, plan_report
 
 #: leaf_share=None picks these (measured, docs/trees-classification.md).
 DEFAULT_LEAF_SHARE = {"greedy": Fraction(3, 10), "id3": Fraction(1, 4), "random": Fraction(1)}
@@ -127,6 +129,10 @@ class DPDecisionTreeClassifier(DPClassifierBase):
     (sensitivity 1) and picks the depth from it by a public rule
     (``_cls_common.auto_depth_rule``): fewer levels when epsilon * n is small.
 
+    ``accountant``: None, a :class:`dpkit.Accountant`, a ledger path or a
+    :class:`dpkit.Session`; ``epsilon`` is charged to it after the public checks
+    and before the tree reads the rows.
+
     ``random_state``: None (secure noise, the default) or a seed / Generator
     for reproducible experiments and tests (not for production releases).
 
@@ -156,6 +162,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         level_growth: float = 1.0,
         missing: str = "error",
         random_state: Any = None,
+        accountant: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.max_depth = max_depth
@@ -175,6 +182,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         self.level_growth = level_growth
         self.missing = missing
         self.random_state = random_state
+        self.accountant = accountant
 
     def _spec(self, depth: int, epsilon: Fraction, criterion: str) -> ClassificationTreeSpec:
         leaf_share = (
@@ -202,9 +210,29 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         )
 
     def fit(self, X: Any, y: Any) -> DPDecisionTreeClassifier:
-        """Grow the tree on (X, y); epsilon-DP (see the class docstring). Returns self."""
+        """Grow the tree on (X, y); epsilon-DP (see the class docstring). Returns self.
+
+        Public checks first (parameters, declared classes, bounds, domains); then
+        ``epsilon`` is charged to ``accountant`` (if any); only then is the tree grown.
+        """
         codes, labels, n_bins, categorical = self._prepare_fit(X, y)
         depth = resolve_depth(self.max_depth)
+        self._spec(depth or 1, exact(self._validated_epsilon()), "gini")  # checks the rest
+        return fit_paid(
+            self.accountant,
+            Budget(exact(self.epsilon)),
+            "DPDecisionTreeClassifier.fit",
+            lambda: self._grow(codes, labels, n_bins, categorical, depth),
+        )
+
+    def _grow(
+        self,
+        codes: NDArray[np.int16],
+        labels: NDArray[np.int64],
+        n_bins: NDArray[np.int64],
+        categorical: NDArray[np.bool_],
+        depth: int | None,
+    ) -> DPDecisionTreeClassifier:
         rnd = randomness(self.random_state)
         eps = exact(self._validated_epsilon())
         plan_extra = BudgetPlan()
@@ -231,13 +259,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         self.max_depth_ = depth
         self.criterion_ = criterion
         self.n_bins_ = n_bins
-        self.privacy_ = {
-            "epsilon": float(self.epsilon),
-            "delta": 0.0,
-            "neighbouring": "add/remove one row",
-            "queries": plan.as_dict(),
-            "total": plan.total,
-        }
+        self.privacy_ = plan_report(float(self.epsilon), plan)
         return self
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:

@@ -12,12 +12,14 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
+from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int, target_array
 from dpkit.trees._boosting import BoostingSpec, fit_boosted
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import forest_sum, split_roots
 from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees._privacy import fit_paid, plan_report
 from dpkit.trees._regression import RegressionTreeSpec, fit_regression_tree
 from dpkit.trees._rules import COUNT_SHARE, boosting_rule, noisy_row_count, partition_rule
 from dpkit.trees.regressor import (
@@ -105,6 +107,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         min_samples_leaf: int = 10,
         leaf_share: float = 0.5,
         random_state: Any = None,
+        accountant: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
@@ -120,6 +123,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         self.min_samples_leaf = min_samples_leaf
         self.leaf_share = leaf_share
         self.random_state = random_state
+        self.accountant = accountant
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -156,83 +160,98 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         grid = self._make_grid(columns)
         y_unit = scale_target(target_array(y_raw), lo, hi)
         codes = grid.encode_training(columns.arrays)
-        n = codes.shape[0]
-        rnd = randomness(self.random_state)
-        eps = exact(epsilon)
-        plan = BudgetPlan()
-        if algorithm in PAPER_ALGORITHMS:
-            warnings.warn(PAPER_WARNING.format(name=algorithm), PrivacyWarning, stacklevel=2)
-            n_trees = 25 if n_trees is None else n_trees
-            depth = 5 if depth is None else depth
-        elif n_trees is None or depth is None or (algorithm == "boosting" and lr is None):
-            eps_count = eps * COUNT_SHARE
-            n_hat = noisy_row_count(n, eps_count, rnd.mechanism)
-            plan.add("row_count", eps_count)
-            eps = eps - eps_count
-            if algorithm == "boosting":
-                auto_trees, auto_depth, auto_lr = boosting_rule(n_hat, float(eps))
-                lr = auto_lr if lr is None else lr
-            else:
-                auto_trees, auto_depth = partition_rule(n_hat, float(eps))
-            n_trees = auto_trees if n_trees is None else n_trees
-            depth = auto_depth if depth is None else depth
-        assert n_trees is not None and depth is not None
-        self.init_ = lo + 0.5 * (hi - lo)
-        if algorithm == "boosting":
-            lr = 1.0 if lr is None else lr
-            spec = BoostingSpec(
-                rounds=n_trees, max_depth=depth, learning_rate=lr, leaf=leaf, leaf_share=share
+        if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
+            raise InvalidParameterError(
+                f"algorithm={algorithm!r} is not differentially private, so no accountant can "
+                "pay for it; use a DP algorithm, or fit without accountant= to reproduce the paper."
             )
-            trees, sub_plan = fit_boosted(
-                codes, y_unit, grid.n_bins, grid.is_categorical, spec, eps, rnd
-            )
-            # Leaf values are increments: scale by the target range only.
-            self.trees_ = [t.with_values(t.value * (hi - lo)) for t in trees]
-        else:
+
+        def grow() -> DPRandomForestRegressor:
+            nonlocal n_trees, depth, lr
+            n = codes.shape[0]
+            rnd = randomness(self.random_state)
+            eps = exact(epsilon)
+            plan = BudgetPlan()
             if algorithm in PAPER_ALGORITHMS:
-                # Table 2: tau partitions of (nearly) equal size.
-                roots: NDArray[np.int64] = np.empty(n, dtype=np.int64)
-                for tree_index, members in enumerate(
-                    np.array_split(rnd.numpy.permutation(n), n_trees)
-                ):
-                    roots[members] = tree_index
+                warnings.warn(PAPER_WARNING.format(name=algorithm), PrivacyWarning, stacklevel=2)
+                n_trees = 25 if n_trees is None else n_trees
+                depth = 5 if depth is None else depth
+            elif n_trees is None or depth is None or (algorithm == "boosting" and lr is None):
+                eps_count = eps * COUNT_SHARE
+                n_hat = noisy_row_count(n, eps_count, rnd.mechanism)
+                plan.add("row_count", eps_count)
+                eps = eps - eps_count
+                if algorithm == "boosting":
+                    auto_trees, auto_depth, auto_lr = boosting_rule(n_hat, float(eps))
+                    lr = auto_lr if lr is None else lr
+                else:
+                    auto_trees, auto_depth = partition_rule(n_hat, float(eps))
+                n_trees = auto_trees if n_trees is None else n_trees
+                depth = auto_depth if depth is None else depth
+            assert n_trees is not None and depth is not None
+            self.init_ = lo + 0.5 * (hi - lo)
+            if algorithm == "boosting":
+                lr = 1.0 if lr is None else lr
+                spec = BoostingSpec(
+                    rounds=n_trees, max_depth=depth, learning_rate=lr, leaf=leaf, leaf_share=share
+                )
+                trees, sub_plan = fit_boosted(
+                    codes, y_unit, grid.n_bins, grid.is_categorical, spec, eps, rnd
+                )
+                # Leaf values are increments: scale by the target range only.
+                self.trees_ = [t.with_values(t.value * (hi - lo)) for t in trees]
             else:
-                # Independent labels: adding a row leaves every other row's partition unchanged.
-                roots = np.asarray(rnd.numpy.integers(0, n_trees, size=n), dtype=np.int64)
-            tree_spec = RegressionTreeSpec(
-                algorithm=algorithm,
-                leaf=leaf,
-                max_depth=depth,
-                min_samples_split=n_split,
-                min_samples_leaf=n_leaf,
-                leaf_share=share,
+                if algorithm in PAPER_ALGORITHMS:
+                    # Table 2: tau partitions of (nearly) equal size.
+                    roots: NDArray[np.int64] = np.empty(n, dtype=np.int64)
+                    for tree_index, members in enumerate(
+                        np.array_split(rnd.numpy.permutation(n), n_trees)
+                    ):
+                        roots[members] = tree_index
+                else:
+                    # Independent labels: adding a row leaves every other row's partition unchanged.
+                    roots = np.asarray(rnd.numpy.integers(0, n_trees, size=n), dtype=np.int64)
+                tree_spec = RegressionTreeSpec(
+                    algorithm=algorithm,
+                    leaf=leaf,
+                    max_depth=depth,
+                    min_samples_split=n_split,
+                    min_samples_leaf=n_leaf,
+                    leaf_share=share,
+                )
+                combined, sub_plan = fit_regression_tree(
+                    codes,
+                    y_unit,
+                    grid.n_bins,
+                    grid.is_categorical,
+                    tree_spec,
+                    eps,
+                    rnd,
+                    roots=roots,
+                    n_roots=n_trees,
+                )
+                trees, _, _ = split_roots(combined, n_trees)
+                self.trees_ = [t.with_values(lo + t.value * (hi - lo)) for t in trees]
+                lr = None
+            for name, amount in sub_plan.parts.items():
+                plan.add(name, amount, sub_plan.uses[name])
+            self.grid_ = grid
+            self.target_bounds_ = (lo, hi)
+            self.n_estimators_ = n_trees
+            self.max_depth_ = depth
+            self.learning_rate_ = lr
+            self.budget_plan_ = plan
+            self.epsilon_ = epsilon
+            self.provably_private_ = algorithm not in PAPER_ALGORITHMS
+            self.privacy_ = plan_report(
+                float(epsilon), plan, provably_private=self.provably_private_
             )
-            combined, sub_plan = fit_regression_tree(
-                codes,
-                y_unit,
-                grid.n_bins,
-                grid.is_categorical,
-                tree_spec,
-                eps,
-                rnd,
-                roots=roots,
-                n_roots=n_trees,
-            )
-            trees, _, _ = split_roots(combined, n_trees)
-            self.trees_ = [t.with_values(lo + t.value * (hi - lo)) for t in trees]
-            lr = None
-        for name, amount in sub_plan.parts.items():
-            plan.add(name, amount, sub_plan.uses[name])
-        self.grid_ = grid
-        self.target_bounds_ = (lo, hi)
-        self.n_estimators_ = n_trees
-        self.max_depth_ = depth
-        self.learning_rate_ = lr
-        self.budget_plan_ = plan
-        self.epsilon_ = epsilon
-        self.provably_private_ = algorithm not in PAPER_ALGORITHMS
-        self.algorithm_ = algorithm
-        return self
+            self.algorithm_ = algorithm
+            return self
+
+        return fit_paid(
+            self.accountant, Budget(exact(epsilon)), "DPRandomForestRegressor.fit", grow
+        )
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Predicted targets (post-processing of the private trees: no extra budget)."""

@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
+from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError
 from dpkit.trees import classifier as _classifier_module
 from dpkit.trees._base import check_fraction, check_positive_int
@@ -23,6 +24,7 @@ from dpkit.trees._classification import (
 from dpkit.trees._cls_common import DPClassifierBase, auto_criterion, auto_depth_rule
 from dpkit.trees._cls_predict import forest_leaf_values
 from dpkit.trees._core import Tree, split_roots
+from dpkit.trees._privacy import fit_paid, plan_report
 from dpkit.trees.classifier import (
     DEFAULT_LEAF_SHARE,
     check_growth,
@@ -102,6 +104,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         level_growth: float = 1.0,
         missing: str = "error",
         random_state: Any = None,
+        accountant: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.n_estimators = n_estimators
@@ -123,6 +126,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         self.level_growth = level_growth
         self.missing = missing
         self.random_state = random_state
+        self.accountant = accountant
 
     def _spec(self, depth: int, tree_epsilon: Fraction, criterion: str) -> ClassificationTreeSpec:
         leaf_share = (
@@ -170,8 +174,26 @@ class DPRandomForestClassifier(DPClassifierBase):
                 "gives each tree its own rows and the full epsilon, 'shared' gives each tree all "
                 "rows and epsilon / n_estimators."
             )
-        d = codes.shape[1]
         depth = resolve_depth(self.max_depth)
+        self._spec(depth or 1, exact(self._validated_epsilon()), "gini")  # checks the rest
+        return fit_paid(
+            self.accountant,
+            Budget(exact(self.epsilon)),
+            "DPRandomForestClassifier.fit",
+            lambda: self._grow(codes, labels, n_bins, categorical, depth, n_trees, auto_trees),
+        )
+
+    def _grow(
+        self,
+        codes: NDArray[np.int16],
+        labels: NDArray[np.int64],
+        n_bins: NDArray[np.int64],
+        categorical: NDArray[np.bool_],
+        depth: int | None,
+        n_trees: int,
+        auto_trees: bool,
+    ) -> DPRandomForestClassifier:
+        d = codes.shape[1]
         rnd = randomness(self.random_state)
         eps = exact(self._validated_epsilon())
         plan = BudgetPlan()
@@ -246,14 +268,9 @@ class DPRandomForestClassifier(DPClassifierBase):
         self.criterion_ = criterion
         self.n_estimators_ = n_trees
         self.n_bins_ = n_bins
-        self.privacy_ = {
-            "epsilon": float(self.epsilon),
-            "delta": 0.0,
-            "neighbouring": "add/remove one row",
-            "partition": self.partition,
-            "queries": plan.as_dict(),
-            "total": plan.total,
-        }
+        self.privacy_ = plan_report(
+            float(self.epsilon), plan, partition=self.partition, n_estimators=n_trees
+        )
         return self
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:

@@ -12,11 +12,13 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
+from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int, target_array
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import Tree, apply
 from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees._privacy import fit_paid, plan_report
 from dpkit.trees._regression import RegressionTreeSpec, fit_regression_tree
 from dpkit.trees._rules import COUNT_SHARE, noisy_row_count, tree_depth_rule
 
@@ -135,6 +137,7 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         min_samples_leaf: int = 10,
         leaf_share: float = 0.5,
         random_state: Any = None,
+        accountant: Any = None,
     ) -> None:
         self.epsilon = epsilon
         self.bounds = bounds
@@ -148,6 +151,7 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         self.min_samples_leaf = min_samples_leaf
         self.leaf_share = leaf_share
         self.random_state = random_state
+        self.accountant = accountant
 
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
@@ -170,39 +174,54 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         grid = self._make_grid(columns)
         y_unit = scale_target(target_array(y_raw), lo, hi)
         codes = grid.encode_training(columns.arrays)
-        rnd = randomness(self.random_state)
-        eps = exact(epsilon)
-        plan = BudgetPlan()
-        if algorithm in PAPER_ALGORITHMS:
-            warnings.warn(PAPER_WARNING.format(name=algorithm), PrivacyWarning, stacklevel=2)
-            depth = 15 if depth is None else depth
-        elif depth is None:
-            eps_count = eps * COUNT_SHARE
-            n_hat = noisy_row_count(codes.shape[0], eps_count, rnd.mechanism)
-            plan.add("row_count", eps_count)
-            eps = eps - eps_count
-            depth = tree_depth_rule(n_hat, float(eps))
-        spec = RegressionTreeSpec(
-            algorithm=algorithm,
-            leaf=leaf,
-            max_depth=depth,
-            min_samples_split=n_split,
-            min_samples_leaf=n_leaf,
-            leaf_share=Fraction(share).limit_denominator(10**6),
+        if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
+            raise InvalidParameterError(
+                f"algorithm={algorithm!r} is not differentially private, so no accountant can "
+                "pay for it; use a DP algorithm, or fit without accountant= to reproduce the paper."
+            )
+
+        def grow() -> DPDecisionTreeRegressor:
+            nonlocal depth
+            rnd = randomness(self.random_state)
+            eps = exact(epsilon)
+            plan = BudgetPlan()
+            if algorithm in PAPER_ALGORITHMS:
+                warnings.warn(PAPER_WARNING.format(name=algorithm), PrivacyWarning, stacklevel=2)
+                depth = 15 if depth is None else depth
+            elif depth is None:
+                eps_count = eps * COUNT_SHARE
+                n_hat = noisy_row_count(codes.shape[0], eps_count, rnd.mechanism)
+                plan.add("row_count", eps_count)
+                eps = eps - eps_count
+                depth = tree_depth_rule(n_hat, float(eps))
+            spec = RegressionTreeSpec(
+                algorithm=algorithm,
+                leaf=leaf,
+                max_depth=depth,
+                min_samples_split=n_split,
+                min_samples_leaf=n_leaf,
+                leaf_share=Fraction(share).limit_denominator(10**6),
+            )
+            tree, tree_plan = fit_regression_tree(
+                codes, y_unit, grid.n_bins, grid.is_categorical, spec, eps, rnd
+            )
+            for name, part in tree_plan.parts.items():
+                plan.add(name, part, tree_plan.uses[name])
+            self.tree_: Tree = tree.with_values(lo + tree.value * (hi - lo))
+            self.grid_ = grid
+            self.target_bounds_ = (lo, hi)
+            self.max_depth_ = depth
+            self.budget_plan_ = plan
+            self.epsilon_ = epsilon
+            self.provably_private_ = algorithm not in PAPER_ALGORITHMS
+            self.privacy_ = plan_report(
+                float(epsilon), plan, provably_private=self.provably_private_
+            )
+            return self
+
+        return fit_paid(
+            self.accountant, Budget(exact(epsilon)), "DPDecisionTreeRegressor.fit", grow
         )
-        tree, tree_plan = fit_regression_tree(
-            codes, y_unit, grid.n_bins, grid.is_categorical, spec, eps, rnd
-        )
-        for name, part in tree_plan.parts.items():
-            plan.add(name, part, tree_plan.uses[name])
-        self.tree_: Tree = tree.with_values(lo + tree.value * (hi - lo))
-        self.grid_ = grid
-        self.target_bounds_ = (lo, hi)
-        self.max_depth_ = depth
-        self.budget_plan_ = plan
-        self.epsilon_ = epsilon
-        self.provably_private_ = algorithm not in PAPER_ALGORITHMS
-        return self
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Predicted targets (post-processing of the private tree: no extra budget)."""
