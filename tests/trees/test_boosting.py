@@ -240,3 +240,47 @@ def test_an_unknown_regression_loss_is_refused() -> None:
         DPGradientBoostingRegressor(bounds=(0, 1), target_bounds=(0, 1), loss="huber").fit(
             np.zeros((10, 1)), np.zeros(10)
         )
+
+
+def test_export_text_shows_the_shape_functions_and_the_tree_exports_say_why_not() -> None:
+    from dpkit.trees import export_graphviz, export_rules, export_text
+
+    X, y = _binary(1000)
+    model = DPGradientBoostingClassifier(
+        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], n_cuts=3, random_state=0
+    ).fit(X, y)
+    text = export_text(model)
+    assert text.startswith("intercept:")
+    assert "c:" in text and "|   w:" in text and "|   <= 2.5:" in text
+    for export in (export_rules, export_graphviz):
+        with pytest.raises(InvalidParameterError, match="shape function"):
+            export(model)
+
+
+@pytest.mark.parametrize("make", ["tree", "forest"])
+def test_exports_work_for_missing_value_branches(make: str) -> None:
+    from dpkit.trees import (
+        DPDecisionTreeClassifier,
+        DPRandomForestClassifier,
+        export_graphviz,
+        export_rules,
+        export_text,
+    )
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (5000, 2))
+    missing = rng.random(5000) < 0.3
+    X[missing, 0] = np.nan
+    y = missing.astype(int)  # missingness is the signal: the root tests it
+    cls = DPDecisionTreeClassifier if make == "tree" else DPRandomForestClassifier
+    model = cls(
+        epsilon=50.0,
+        bounds=(0, 1),
+        classes=[0, 1],
+        missing="separate",
+        max_depth=2,
+        random_state=0,
+    ).fit(X, y)
+    text = export_text(model)
+    assert "x[0] is missing" in text and "x[0] is not missing" in text
+    assert export_rules(model) and export_graphviz(model).startswith("digraph")

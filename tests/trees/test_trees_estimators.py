@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpkit._checks import exact
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
-from dpkit.trees import DPDecisionTreeRegressor, DPRandomForestRegressor
+from dpkit.trees import DPDecisionTreeClassifier, DPDecisionTreeRegressor, DPRandomForestRegressor
 
 # scikit-learn's checks fit on generated data without declaring bounds; a DP
 # estimator cannot (bounds are public metadata), so the checks run on
@@ -308,3 +308,15 @@ def test_exports_show_public_thresholds_and_leaf_values() -> None:
         export_text(forest, tree=len(forest.trees_))
     with pytest.raises(InvalidParameterError, match="fitted"):
         export_text(DPDecisionTreeRegressor())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DPDecisionTreeClassifier(max_depth=21, bounds=(0, 1), classes=[0, 1]),
+        lambda: DPDecisionTreeRegressor(max_depth=40, bounds=(0, 1), target_bounds=(0, 1)),
+    ],
+)
+def test_depths_whose_leaves_cannot_fit_in_memory_are_refused_clearly(make: Any) -> None:
+    with pytest.raises(InvalidParameterError, match=r"too deep.*GiB.*max_depth <= 20"):
+        make().fit(np.zeros((4, 1)), np.array([0, 1, 0, 1]))

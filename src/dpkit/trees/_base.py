@@ -28,6 +28,26 @@ def check_positive_int(value: object, name: str, *, minimum: int = 1, hint: str 
     return int(value)
 
 
+#: The deepest tree any estimator grows. A DP tree keeps every node of every
+#: level, empty ones too (its shape must not depend on the data), so depth d
+#: costs 2^(d+1) nodes and a level's histograms grow with 2^d.
+MAX_DEPTH = 20
+
+
+def check_max_depth(value: object, name: str = "max_depth") -> int:
+    """An integer depth in [0, MAX_DEPTH], with a message that says why the cap exists."""
+    depth = check_positive_int(value, name, minimum=0, hint=" or 'auto'")
+    if depth > MAX_DEPTH:
+        raise InvalidParameterError(
+            f"{name}={depth} is too deep: a DP tree keeps all 2^{name} leaves, empty ones "
+            f"too (its shape must not depend on the data), so depth {depth} needs about "
+            f"{2 ** (depth + 1) * 64 / 2**30:.0f} GiB. Use {name} <= {MAX_DEPTH}, or 'auto' "
+            "(chosen from epsilon and a noisy row count); deep trees also split the budget "
+            "into many small, noisy parts."
+        )
+    return depth
+
+
 def check_fraction(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InvalidParameterError(f"{name} must be a number strictly between 0 and 1.")

@@ -202,7 +202,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             )
         check_missing(getattr(self, "missing", "error"))
         check_n_cuts(getattr(self, "n_cuts", 32))
-        check_positive_int(getattr(self, "max_categories", 32), "max_categories", minimum=2)
+        check_positive_int(getattr(self, "max_categories", 1024), "max_categories", minimum=2)
         if self.leaf_share is not None:
             check_fraction(self.leaf_share, "leaf_share")
 
@@ -228,7 +228,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             np.asarray(y_arr).ravel() if np.ndim(y_arr) == 2 and np.shape(y_arr)[1] == 1 else y_arr,
             classes,
         )
-        max_categories = int(getattr(self, "max_categories", 32))
+        max_categories = int(getattr(self, "max_categories", 1024))
         for j, dom in enumerate(columns.domains):
             if dom is not None and len(dom) > max_categories:
                 name = columns.names[j] if columns.names is not None else str(j)

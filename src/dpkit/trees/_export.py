@@ -19,6 +19,11 @@ from dpkit.trees._data import FeatureGrid
 def _resolve(model: Any, tree: int) -> tuple[Tree, FeatureGrid]:
     if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], Tree):
         return model[0], model[1]
+    if hasattr(model, "shapes_"):
+        raise InvalidParameterError(
+            "a boosted additive model has no tree to export: it is one shape function per "
+            "feature; print them with export_text(model) or read model.shapes_."
+        )
     if hasattr(model, "tree_") and hasattr(model, "grid_"):
         return model.tree_, model.grid_
     if hasattr(model, "trees_") and hasattr(model, "grid_"):
@@ -37,8 +42,13 @@ def condition(tree: Tree, grid: FeatureGrid, node: int, left: bool, decimals: in
     c = int(tree.cut[node])
     name = grid.feature_name(f)
     domain = grid.categories[f]
+    # Codes past the grid are the missing-value code of missing="separate" models.
     if domain is not None:
+        if c >= len(domain):
+            return f"{name} {'is missing' if left else 'is not missing'}"
         return f"{name} {'in' if left else 'not in'} [{domain[c]}]"
+    if c >= grid.n_cuts:  # "code <= last code": every present value goes left
+        return f"{name} {'is not missing' if left else 'is missing'}"
     threshold = round(float(grid.thresholds(f)[c]), decimals)
     return f"{name} {'<=' if left else '>'} {threshold}"
 
@@ -61,6 +71,10 @@ def export_text(model: Any, *, tree: int = 0, decimals: int = 3) -> str:
     or a ``(Tree, FeatureGrid)`` pair. Thresholds are in the feature's units;
     categorical tests read ``Sex in [female]``.
     """
+    if hasattr(model, "shapes_"):
+        from dpkit.trees.boosting.export import export_shapes
+
+        return export_shapes(model, decimals=decimals)
     t, grid = _resolve(model, tree)
     out: list[str] = []
 

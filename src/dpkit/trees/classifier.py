@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._base import check_fraction, check_positive_int
+from dpkit.trees._base import check_fraction, check_max_depth
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._classification import ClassificationTreeSpec, fit_classification_tree
 from dpkit.trees._cls_common import DPClassifierBase, auto_criterion, auto_depth_rule
@@ -27,12 +27,7 @@ def resolve_depth(max_depth: object) -> int | None:
     """None for "auto", else the validated integer depth."""
     if isinstance(max_depth, str) and max_depth == "auto":
         return None
-    return check_positive_int(
-        max_depth,
-        "max_depth",
-        minimum=0,
-        hint=" or 'auto' (chosen from epsilon and a noisy row count)",
-    )
+    return check_max_depth(max_depth)
 
 
 def resolve_smoothing(smoothing: object, leaf_epsilon: Fraction) -> float:
@@ -156,7 +151,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         count_share: float = 0.0,
         min_samples_split: float = 0.0,
         min_information_gain: float = 0.0,
-        max_categories: int = 32,
+        max_categories: int = 1024,
         smoothing: float | str = "auto",
         selector: str = "exponential",
         level_growth: float = 1.0,

@@ -98,7 +98,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         count_share: float = 0.0,
         min_samples_split: float = 0.0,
         min_information_gain: float = 0.0,
-        max_categories: int = 32,
+        max_categories: int = 1024,
         smoothing: float | str = "auto",
         selector: str = "exponential",
         level_growth: float = 1.0,

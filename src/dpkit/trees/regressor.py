@@ -14,7 +14,13 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
-from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int, target_array
+from dpkit.trees._base import (
+    DPTreeEstimatorBase,
+    check_fraction,
+    check_max_depth,
+    check_positive_int,
+    target_array,
+)
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import Tree, apply
 from dpkit.trees._data import check_target_bounds, scale_target
@@ -49,7 +55,7 @@ def check_leaf(leaf: object) -> str:
 def check_depth(value: object, name: str = "max_depth") -> int | None:
     if value == "auto":
         return None
-    return check_positive_int(value, name, minimum=0, hint=" or 'auto'")
+    return check_max_depth(value, name)
 
 
 class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
