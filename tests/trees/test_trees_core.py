@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,9 +62,10 @@ class ArgmaxPolicy:
         self, depth: int, cands: Candidates | None, n_nodes: int
     ) -> tuple[np.ndarray, np.ndarray]:
         assert cands is not None
-        u = np.where(cands.valid[None], sse_gain(cands), -np.inf).reshape(n_nodes, -1)
+        valid = cands.valid if cands.valid.ndim == 3 else cands.valid[None]
+        u = np.where(valid, sse_gain(cands), -np.inf).reshape(n_nodes, -1)
         idx = np.argmax(u, axis=1)
-        width = cands.valid.shape[1]
+        width = valid.shape[-1]
         return idx // width, idx % width
 
     def accept(self, depth: int, left: np.ndarray, right: np.ndarray) -> None:
@@ -216,3 +218,70 @@ def test_apply_handles_trees_whose_children_are_not_consecutive() -> None:
     codes = np.array([[0, 2], [1, 0], [2, 2], [3, 1], [5, 3]], dtype=np.int16)
     np.testing.assert_array_equal(apply(tree, codes), [4, 4, 2, 3, 3])
     np.testing.assert_array_equal(apply_forest([tree, tree], codes)[:, 1], [4, 4, 2, 3, 3])
+
+
+def _settled_tests(tree: Any, n_bins: np.ndarray) -> int:
+    """Internal nodes whose test every row of the node answers the same way (by the path)."""
+    bad = 0
+
+    def walk(node: int, lo: np.ndarray, hi: np.ndarray, excluded: set) -> None:
+        nonlocal bad
+        f = int(tree.feature[node])
+        if f < 0:
+            return
+        c = int(tree.cut[node])
+        if tree.categorical[f]:
+            open_codes = {k for k in range(lo[f], hi[f] + 1) if (f, k) not in excluded}
+            if len(open_codes) < 2 or c not in open_codes:
+                bad += 1
+            lo_l, hi_l = lo.copy(), hi.copy()
+            lo_l[f] = hi_l[f] = c
+            walk(int(tree.left[node]), lo_l, hi_l, excluded)
+            walk(int(tree.right[node]), lo, hi, excluded | {(f, c)})
+        else:
+            if not lo[f] <= c < hi[f]:
+                bad += 1
+            hi_l, lo_r = hi.copy(), lo.copy()
+            hi_l[f], lo_r[f] = c, c + 1
+            walk(int(tree.left[node]), lo, hi_l, excluded)
+            walk(int(tree.right[node]), lo_r, hi, excluded)
+
+    walk(0, np.zeros(n_bins.size, dtype=int), n_bins - 1, set())
+    return bad
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_trees_never_make_a_split_that_separates_nothing(seed: int) -> None:
+    import pandas as pd
+
+    from dpkit.trees import DPDecisionTreeClassifier, DPDecisionTreeRegressor
+
+    rng = np.random.default_rng(seed)
+    n = 400
+    X = pd.DataFrame(
+        {
+            "a": rng.uniform(0, 1, n),
+            "b": pd.Categorical.from_codes(rng.integers(0, 3, n), ["x", "y", "z"]),
+        }
+    )
+    y = rng.integers(0, 2, n)
+    # Few codes per feature and a deep tree at small epsilon: paths run out of tests.
+    tree = DPDecisionTreeClassifier(
+        epsilon=0.5,
+        max_depth=8,
+        n_cuts=3,
+        bounds={"a": (0, 1)},
+        classes=[0, 1],
+        random_state=seed,
+    ).fit(X, y)
+    assert _settled_tests(tree.tree_, np.array([4, 3])) == 0
+    assert tree.tree_.max_depth < 8  # the paths ran out of useful tests
+    reg = DPDecisionTreeRegressor(
+        epsilon=0.5,
+        max_depth=8,
+        n_cuts=3,
+        bounds={"a": (0, 1)},
+        target_bounds=(0, 1),
+        random_state=seed,
+    ).fit(X, y.astype(float))
+    assert _settled_tests(reg.tree_, np.array([4, 3])) == 0

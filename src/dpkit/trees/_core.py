@@ -87,8 +87,11 @@ class Candidates:
 
     ``left[i, j, c]`` holds the statistic channels (or label counts) of the
     rows of node i that candidate c of feature j sends left; ``total[i]`` those
-    of node i. ``valid[j, c]`` marks candidates that exist (data-independent:
-    features have different numbers of codes).
+    of node i. ``valid[i, j, c]`` marks candidates that exist and can separate
+    something at node i: features have different numbers of codes, and a test
+    whose outcome is fixed by the node's path (a threshold outside the codes
+    the path leaves open, a category already tested) would send every row one
+    way. Both depend on public metadata and the released structure only.
     """
 
     left: NDArray[np.float64]
@@ -143,6 +146,92 @@ def candidate_layout(
     width = max(1, int(n_cand.max()))
     valid = np.arange(width)[None, :] < n_cand[:, None]
     return width, valid
+
+
+@dataclass
+class PathCodes:
+    """For every node of a level, the codes its path leaves open (public: structure only).
+
+    ``lo``/``hi`` (m, d): the smallest and largest code a row of the node can
+    have in each feature; ``ex_f``/``ex_c`` (m, k): categorical tests "== c"
+    answered "no" on the path (feature, code), -1 padded.
+    """
+
+    lo: NDArray[np.int64]
+    hi: NDArray[np.int64]
+    ex_f: NDArray[np.int64]
+    ex_c: NDArray[np.int64]
+
+    @classmethod
+    def root(cls, n_roots: int, n_bins: NDArray[np.int64]) -> PathCodes:
+        d = n_bins.size
+        return cls(
+            np.zeros((n_roots, d), dtype=np.int64),
+            np.tile(np.asarray(n_bins, dtype=np.int64) - 1, (n_roots, 1)),
+            np.full((n_roots, 0), -1, dtype=np.int64),
+            np.full((n_roots, 0), -1, dtype=np.int64),
+        )
+
+    def _open_categories(self, nodes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """(len(nodes), d): codes of each feature not yet ruled out (categorical meaning)."""
+        d = self.lo.shape[1]
+        ex_f = self.ex_f[nodes]
+        rows, slots = np.nonzero(ex_f >= 0)
+        excluded = np.bincount(rows * d + ex_f[rows, slots], minlength=nodes.size * d).reshape(
+            nodes.size, d
+        )
+        return np.asarray(self.hi[nodes] - self.lo[nodes] + 1 - excluded)
+
+    def splittable(self, categorical: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Per node: does some test still send rows both ways? (cheap: no (d, C) mask)."""
+        nodes = np.arange(self.lo.shape[0])
+        numeric = self.hi > self.lo
+        cat = self._open_categories(nodes) >= 2
+        return np.asarray(np.where(categorical[None, :], cat, numeric).any(axis=1))
+
+    def valid(
+        self, nodes: NDArray[np.int64], categorical: NDArray[np.bool_], base: NDArray[np.bool_]
+    ) -> NDArray[np.bool_]:
+        """(len(nodes), d, C): candidates that can send rows both ways at these nodes."""
+        c = np.arange(base.shape[1])[None, None, :]
+        lo, hi = self.lo[nodes][:, :, None], self.hi[nodes][:, :, None]
+        numeric = (lo <= c) & (c < hi)
+        several = (self._open_categories(nodes) >= 2)[:, :, None]
+        open_cat = (lo <= c) & (c <= hi) & several
+        mask = np.where(categorical[None, :, None], open_cat, numeric) & base[None]
+        ex_f, ex_c = self.ex_f[nodes], self.ex_c[nodes]
+        rows, slots = np.nonzero(ex_f >= 0)
+        mask[rows, ex_f[rows, slots], ex_c[rows, slots]] = False
+        return np.asarray(mask)
+
+    def children(
+        self,
+        kept: NDArray[np.int64],
+        feature: NDArray[np.int64],
+        cut: NDArray[np.int64],
+        categorical: NDArray[np.bool_],
+    ) -> PathCodes:
+        """The open codes of the children (left, right, consecutive) of the kept nodes."""
+        lo = np.repeat(self.lo[kept], 2, axis=0)
+        hi = np.repeat(self.hi[kept], 2, axis=0)
+        ex_f = np.repeat(self.ex_f[kept], 2, axis=0)
+        ex_c = np.repeat(self.ex_c[kept], 2, axis=0)
+        k = np.arange(kept.size)
+        left, right = 2 * k, 2 * k + 1
+        cat = categorical[feature]
+        # left: "code <= cut" (numeric) or "code == cut" (categorical)
+        hi[left, feature] = cut
+        lo[left[cat], feature[cat]] = cut[cat]
+        # right: "code > cut" (numeric) or "code != cut" (categorical, recorded)
+        num = ~cat
+        lo[right[num], feature[num]] = cut[num] + 1
+        new_f = np.full((2 * kept.size, 1), -1, dtype=np.int64)
+        new_c = np.full((2 * kept.size, 1), -1, dtype=np.int64)
+        new_f[right[cat], 0] = feature[cat]
+        new_c[right[cat], 0] = cut[cat]
+        return PathCodes(
+            lo, hi, np.concatenate([ex_f, new_f], axis=1), np.concatenate([ex_c, new_c], axis=1)
+        )
 
 
 def histograms(
@@ -229,6 +318,7 @@ def grow(
     live = np.arange(n)
     first = 0  # id of the first node of the current level
     level = 0  # index into the per-level lists
+    paths = PathCodes.root(n_roots, np.asarray(n_bins, dtype=np.int64))
     for depth in range(max_depth + 1):
         m = feature[level].size
         local = row_node[live] - first
@@ -239,6 +329,9 @@ def grow(
         if decision.noisy_count is not None:
             noisy[level] = np.asarray(decision.noisy_count, dtype=np.float64)
         split = np.asarray(decision.split, dtype=bool)
+        if policy.needs_statistics:
+            # A node whose path has settled every test stays a leaf (public: structure only).
+            split &= paths.splittable(categorical)
         if not split.any():
             break
         split_nodes = np.flatnonzero(split)
@@ -251,12 +344,13 @@ def grow(
             codes,
             srows,
             slocal,
-            split_nodes.size,
+            split_nodes,
             d,
             n_bins_max,
             categorical,
             width,
             valid,
+            paths,
         )
         row_f = f_sel[slocal]
         row_code = codes[srows, row_f]
@@ -288,6 +382,7 @@ def grow(
         right.append(np.full(size, -1, dtype=np.int64))
         depth_of.append(np.full(size, depth + 1, dtype=np.int64))
         noisy.append(np.full(size, np.nan))
+        paths = paths.children(kept, f_sel[keep], c_sel[keep], categorical)
         level += 1
     n_nodes = sum(a.size for a in feature)
     tree = Tree(
@@ -309,19 +404,21 @@ def _choose_all(
     codes: NDArray[np.int16],
     srows: NDArray[np.int64],
     slocal: NDArray[np.int64],
-    n_split: int,
+    split_nodes: NDArray[np.int64],
     d: int,
     n_bins_max: int,
     categorical: NDArray[np.bool_],
     width: int,
     valid: NDArray[np.bool_],
+    paths: PathCodes,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Ask the policy for one split per splitting node, in memory-bounded chunks."""
+    n_split = split_nodes.size
     if not policy.needs_statistics:
         f, c = policy.choose(depth, None, n_split)
         return np.asarray(f, dtype=np.int64), np.asarray(c, dtype=np.int64)
     k = policy.n_labels if policy.labels is not None else policy.weights.shape[1]  # type: ignore[union-attr]
-    per_node = d * n_bins_max * k * 2  # histogram + cumulative sums
+    per_node = d * n_bins_max * (k * 2 + 1)  # histogram, cumulative sums, validity
     chunk = max(1, _MAX_HIST_ENTRIES // per_node)
     f_out = np.empty(n_split, dtype=np.int64)
     c_out = np.empty(n_split, dtype=np.int64)
@@ -348,7 +445,8 @@ def _choose_all(
             None if policy.labels is None else policy.labels[rows],
             policy.n_labels,
         )
-        cands = candidates_from_histogram(hist, categorical, width, valid)
+        node_valid = paths.valid(split_nodes[start:stop], categorical, valid)
+        cands = candidates_from_histogram(hist, categorical, width, node_valid)
         f, c = policy.choose(depth, cands, stop - start)
         f_out[start:stop], c_out[start:stop] = f, c
     return f_out, c_out

@@ -116,7 +116,8 @@ class GreedyPolicy:
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         assert candidates is not None
         u = np.asarray(self.utility(candidates), dtype=np.float64)
-        u = np.where(candidates.valid[None, :, :], u, -np.inf)
+        valid = candidates.valid if candidates.valid.ndim == 3 else candidates.valid[None]
+        u = np.where(valid, u, -np.inf)
         width = u.shape[2]
         idx = select(
             u.reshape(n_nodes, -1),
