@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees._data import FeatureGrid, make_grid, resolve_bounds, split_columns
 
 
@@ -90,7 +92,11 @@ def test_categorical_codes_and_unknowns() -> None:
     grid = FeatureGrid(np.array([np.nan]), np.array([np.nan]), (("a", "b", "c"),), 40)
     codes = grid.encode([np.array(["c", "a", "zz"], dtype=object)])[:, 0]
     assert codes.tolist() == [2, 0, 3]
-    assert grid.unknown_categories([np.array(["zz"], dtype=object)]) == ["x[0]"]
+    assert grid.unusable([np.array(["zz", "a", None], dtype=object)])[:, 0].tolist() == [
+        True,
+        False,
+        True,
+    ]
     assert grid.n_bins.tolist() == [3]
 
 
@@ -109,14 +115,26 @@ def test_dataframe_columns_categorical_by_dtype_or_domain() -> None:
     assert grid.encode(cols.arrays)[:, 2].tolist() == [2, 0]
 
 
-def test_refusals_never_contain_data_values() -> None:
+def test_values_are_never_refused_only_marked_unusable() -> None:
+    """Whether fit fails must not depend on one row: nothing here raises on a value."""
     secret = "SECRET-314159"
-    frame = pd.DataFrame({"a": [1.0, np.nan], "t": [secret, "x"]})
-    with pytest.raises(DataError) as info:
-        split_columns(frame[["t"]], None)
-    assert secret not in str(info.value) and "'t'" in str(info.value)
-    with pytest.raises(DataError) as info2:
-        split_columns(frame[["a"]], None)
-    assert "NaN" in str(info2.value)
-    with pytest.raises(DataError):
-        split_columns(np.array([[1.0, np.inf]]), None)
+    frame = pd.DataFrame({"a": [1.0, np.nan], "t": [secret, "2.5"]})
+    cols = split_columns(frame, None)  # "t" is not declared categorical: read as numbers
+    assert cols.categorical == [False, False]
+    assert np.isnan(cols.arrays[1][0]) and cols.arrays[1][1] == 2.5
+    grid = make_grid(cols, (0.0, 10.0), 4)
+    assert grid.unusable(cols.arrays).tolist() == [[False, True], [True, False]]
+    arr = split_columns(np.array([[1.0, np.inf], [np.nan, 2.0]]), None)
+    assert np.isinf(arr.arrays[1][0]) and np.isnan(arr.arrays[0][1])
+    coded = make_grid(arr, (0.0, 10.0), 4).encode(arr.arrays)
+    assert coded[0, 1] == 4  # +inf clipped to the last code
+
+
+def test_a_category_dtype_that_is_not_declared_is_announced() -> None:
+    frame = pd.DataFrame({"c": pd.Categorical(["x", "rare-value"])})
+    with pytest.warns(PrivacyWarning, match=r"\['c'\].*domains=") as caught:
+        split_columns(frame, None)
+    assert "rare-value" not in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        split_columns(frame, {"c": ["x", "rare-value"]})  # declared: public, no warning

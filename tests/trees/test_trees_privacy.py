@@ -4,9 +4,9 @@
 removed), with the noise fixed by ``random_state``, must give the same
 everything except what the mechanisms choose: no error on one side only, the
 same warnings, the same public attributes and the same privacy report.
-Hostile rows that today make ``fit`` refuse (NaN, ±inf, an undeclared label)
-are strict xfails owned by issue 12 ("whether fit fails must not depend on one
-row"); they turn into failures, to be unmarked, once that lands.
+Hostile rows (NaN, ±inf, text in a numeric column, an undeclared label) must
+not make ``fit`` fail on one side only: they are handled by per-row rules
+(missing code, or the row left out), never by an error.
 
 *Audits*: many fits on two neighbours; the empirical privacy loss of the
 prediction at a fixed point, with 99% confidence bounds, must not exceed the
@@ -49,14 +49,6 @@ ESTIMATORS: dict[str, Callable[..., Any]] = {
         bounds=(0, 1), target_bounds=(0, 1), max_iter=10, **kw
     ),
 }
-# Estimators whose fit still refuses non-finite rows (issue 12 item 7, strict xfails).
-REFUSES_NON_FINITE = (
-    "boosting-regressor",
-    "forest-classifier",
-    "forest-regressor",
-    "tree-classifier",
-    "tree-regressor",
-)
 PUBLIC = (
     "classes_",
     "n_classes_",
@@ -109,6 +101,12 @@ ORDINARY = {
 HOSTILE = {
     "add NaN": lambda X, y: (np.vstack([X, [np.nan, 0.5, 0.5]]), np.append(y, 0)),
     "add +inf": lambda X, y: (np.vstack([X, [np.inf, 0.5, 0.5]]), np.append(y, 0)),
+    "add -inf": lambda X, y: (np.vstack([X, [0.5, -np.inf, 0.5]]), np.append(y, 1)),
+    "add text": lambda X, y: (
+        np.vstack([X.astype(object), np.array([["secret", 0.5, 0.5]], dtype=object)]),
+        np.append(y, 1),
+    ),
+    "add a NaN label": lambda X, y: (np.vstack([X, [0.5, 0.5, 0.5]]), np.append(y, np.nan)),
 }
 
 
@@ -123,11 +121,8 @@ def test_transcripts_match_on_neighbours(name: str, neighbour: str) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 12 item 7: fit refuses a non-finite row (a one-row oracle)"
-)
 @pytest.mark.parametrize("neighbour", sorted(HOSTILE))
-@pytest.mark.parametrize("name", REFUSES_NON_FINITE)
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
 def test_transcripts_match_on_hostile_neighbours(name: str, neighbour: str) -> None:
     X, y = _data()
     regression = "regressor" in name
@@ -137,34 +132,13 @@ def test_transcripts_match_on_hostile_neighbours(name: str, neighbour: str) -> N
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 12 item 7: fit refuses an undeclared label (a one-row oracle)"
-)
-@pytest.mark.parametrize("name", ["forest-classifier", "tree-classifier"])
+@pytest.mark.parametrize("name", ["boosting-classifier", "forest-classifier", "tree-classifier"])
 def test_an_undeclared_label_does_not_make_fit_fail(name: str) -> None:
     X, y = _data()
     X2, y2 = np.vstack([X, [0.5, 0.5, 0.5]]), np.append(y, 7)
     assert _transcript(ESTIMATORS[name], X, y, False) == _transcript(
         ESTIMATORS[name], X2, y2, False
     )
-
-
-def test_a_missing_value_does_not_make_the_boosted_fit_fail() -> None:
-    """missing='separate' is the boosted model's default: NaN is a bin, not an error."""
-    X, y = _data()
-    X2, y2 = HOSTILE["add NaN"](X, y)
-    make = ESTIMATORS["boosting-classifier"]
-    assert _transcript(make, X, y, False) == _transcript(make, X2, y2, False)
-
-
-@pytest.mark.xfail(
-    strict=True, reason="issue 12 item 7: fit refuses a non-finite row (a one-row oracle)"
-)
-def test_an_infinite_value_does_not_make_the_boosted_fit_fail() -> None:
-    X, y = _data()
-    X2, y2 = HOSTILE["add +inf"](X, y)
-    make = ESTIMATORS["boosting-classifier"]
-    assert _transcript(make, X, y, False) == _transcript(make, X2, y2, False)
 
 
 # -- audits ------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from dpkit._checks import check_epsilon, finite_array
+from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.trees._data import Columns, FeatureGrid, check_n_cuts, make_grid, split_columns
 
@@ -64,18 +64,15 @@ class DPTreeEstimatorBase(BaseEstimator):
         return check_epsilon(getattr(self, "epsilon", None))
 
     def _fit_columns(self, X: Any, y: Any) -> tuple[Columns, NDArray[Any]]:
-        """Validate X, y at fit time; sets ``n_features_in_`` / ``feature_names_in_``."""
+        """Validate X and y's shapes at fit time; sets ``n_features_in_`` / ``feature_names_in_``.
+
+        Only shapes, column names and types are checked here; values are never
+        refused (NaN, infinities, text in a numeric column, undeclared labels
+        are handled per row by the estimator), so whether ``fit`` fails never
+        depends on one row, and no message quotes a value.
+        """
         if isinstance(X, pd.DataFrame):
-            _X_checked, y_checked = validate_data(self, X, y, reset=True, skip_check_array=True)
-            y_arr = np.asarray(y_checked)
-            if y_arr.ndim == 2 and y_arr.shape[1] == 1:
-                y_arr = y_arr.ravel()
-            if X.shape[0] != y_arr.shape[0]:
-                raise DataError(
-                    f"X has {X.shape[0]} rows but y has {y_arr.shape[0]}; they must match."
-                )
-            if X.shape[0] == 0:
-                raise DataError("X has no rows: a tree needs at least one training row.")
+            validate_data(self, X, reset=True, skip_check_array=True)
             columns = split_columns(X, getattr(self, "domains", None))
         else:
             domains = getattr(self, "domains", None)
@@ -83,20 +80,29 @@ class DPTreeEstimatorBase(BaseEstimator):
                 raise InvalidParameterError(
                     "domains={column: [...]} needs a pandas DataFrame with column names."
                 )
-            X_arr, y_arr = validate_data(
-                self,
-                X,
-                y,
-                reset=True,
-                dtype=np.float64,
-                ensure_all_finite=False,
-                y_numeric=self._y_numeric(),
-            )
+            try:
+                X_arr = validate_data(self, X, reset=True, dtype=None, ensure_all_finite=False)
+            except (TypeError, ValueError) as err:
+                raise DataError(_safe_message(err, "X")) from None
             columns = split_columns(X_arr, None)
+        n_rows = len(columns.arrays[0]) if columns.arrays else _n_rows(X)
+        if y is None:
+            raise DataError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        try:
+            y_arr = column_or_1d(np.asarray(y, dtype=None), warn=True)
+        except (TypeError, ValueError) as err:
+            raise DataError(_safe_message(err, "y")) from None
+        if y_arr.shape[0] != n_rows:
+            raise DataError("X and y must have the same number of rows (one target per row of X).")
+        if n_rows == 0:
+            raise DataError("X has no rows: a tree needs at least one training row.")
         return columns, y_arr
 
     def _y_numeric(self) -> bool:
         return True
+
 
     def _make_grid(self, columns: Columns) -> FeatureGrid:
         n_cuts = check_n_cuts(getattr(self, "n_cuts", 40))
@@ -107,7 +113,7 @@ class DPTreeEstimatorBase(BaseEstimator):
         check_is_fitted(self, "grid_")
         if isinstance(X, pd.DataFrame):
             validate_data(self, X, reset=False, skip_check_array=True)
-            columns = split_columns(X, getattr(self, "domains", None))
+            columns = split_columns(X, getattr(self, "domains", None), warn=False)
             grid: FeatureGrid = self.grid_
             if list(columns.categorical) != list(grid.is_categorical):
                 raise DataError(
@@ -115,16 +121,54 @@ class DPTreeEstimatorBase(BaseEstimator):
                     "use the same dtypes and domains."
                 )
         else:
-            X_arr = validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)
+            try:
+                X_arr = validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
+            except (TypeError, ValueError) as err:
+                raise DataError(_safe_message(err, "X")) from None
             if self.grid_.is_categorical.any():
                 raise DataError(
                     "this model was fitted on a DataFrame with categorical columns; predict on one too."
                 )
-            columns = split_columns(X_arr, None)
+            columns = split_columns(X_arr, None, warn=False)
+        numeric_nan = self.grid_.unusable(columns.arrays) & ~self.grid_.is_categorical
+        if numeric_nan.any():
+            cols = np.flatnonzero(numeric_nan.any(axis=0))
+            which = [self.grid_.feature_name(int(j)) for j in cols]
+            raise DataError(
+                f"X has missing values (NaN, or entries that are not numbers) in column(s) {which}; "
+                "this model has no branch for them: impute them first."
+            )
         return self.grid_.encode(columns.arrays)
 
 
-def target_array(y: NDArray[Any]) -> NDArray[np.float64]:
-    """y as a finite float vector (DataError without values otherwise)."""
-    arr = finite_array(np.asarray(y, dtype=np.float64).ravel(), name="y")
-    return arr
+def _n_rows(X: Any) -> int:
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape else len(X)
+
+
+def _safe_message(err: Exception, name: str) -> str:
+    """What to tell the user for a scikit-learn validation error, never quoting a value.
+
+    Some of scikit-learn's messages print the array; only those that state the
+    schema (feature counts, feature names) are passed on as they are.
+    """
+    text = str(err)
+    if any(k in text for k in ("features, but", "feature names", "Sparse data", "0 feature")):
+        return text  # the schema or the shape only
+    if "Complex data" in text:
+        return f"Complex data not supported in {name}: pass real numbers."
+    if "2D array" in text:
+        return (
+            f"{name} must be 2-dimensional (rows x features). Reshape your data with "
+            f"{name}.reshape(-1, 1) for a single feature."
+        )
+    if "1d array" in text or "1D array" in text:
+        return f"{name} must be 1-dimensional (one value per row)."
+    if "sparse" in text:
+        return f"{name} is sparse; pass a dense array or a pandas DataFrame."
+    if "0 sample" in text or "0 feature" in text:
+        return f"{name} is empty: a tree needs at least one row and one feature."
+    return (
+        f"{name} could not be read as a table of numbers and categories "
+        f"({type(err).__name__}); pass a 2-D array or a pandas DataFrame."
+    )

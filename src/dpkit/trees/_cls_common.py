@@ -6,19 +6,25 @@ Messages name columns and parameters, never values.
 
 Missing values (``missing=``):
 
-* ``"error"`` (default): NaN / None anywhere in X is refused with a DataError
-  that names the column.
-* ``"separate"``: every feature gets one extra code for "missing" (for every
-  feature, whether or not it has missing values, so the layout stays
-  data-independent). Numeric: the code after the largest value, so a
+* ``"separate"`` (default): every feature gets one extra code for "missing"
+  (for every feature, whether or not it has missing values, so the layout
+  stays data-independent). Numeric: the code after the largest value, so a
   threshold test "x <= t" sends missing values right and "x is not missing"
-  is one more candidate split; categorical: one more category. At predict
-  time, categorical values outside the public domain are treated as missing.
+  is one more candidate split; categorical: one more category. Entries that
+  cannot be placed (text in a numeric column, a value outside a declared
+  domain) count as missing, at fit and at predict time.
+* ``"error"``: such entries are refused with a DataError that names the
+  column. Whether fit fails then depends on single rows, so choosing it
+  raises a :class:`~dpkit.errors.PrivacyWarning`.
+
+Rows whose label is not among the declared ``classes`` are left out of the
+fit (a rule applied to each row alone: the guarantee is unchanged).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -27,17 +33,16 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpkit._checks import exact
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int
 from dpkit.trees._classification import ALGORITHMS, CRITERIA
 from dpkit.trees._data import Columns, FeatureGrid, check_n_cuts, make_grid
 from dpkit.trees._rules import noisy_row_count
 
-MISSING_POLICIES = ("error", "separate")
+MISSING_POLICIES = ("separate", "error")
 
 CLASSES_HELP = (
     "Pass classes=[...] with every label y can take (public metadata, e.g. [0, 1] or "
@@ -64,8 +69,8 @@ def check_classes(classes: object) -> NDArray[Any]:
         return np.asarray(values, dtype=object)
 
 
-def encode_labels(y: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int64]:
-    """Index of every label in ``classes``; DataError (without values) for others."""
+def label_positions(y: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int64]:
+    """Index of every label in ``classes``, -1 for labels that are not declared (or missing)."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise DataError("y must be 1-dimensional (one label per row).")
@@ -74,12 +79,14 @@ def encode_labels(y: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int64]:
         pos = index.get_indexer(pd.Index(y))
     except (TypeError, ValueError):
         pos = np.full(y.size, -1)
-    if np.any(pos < 0):
-        raise DataError(
-            "y contains labels that are not in classes; declare every possible label in "
-            "classes=[...] (or drop those rows)."
-        )
-    return pos.astype(np.int64)
+    return np.asarray(pos, dtype=np.int64)
+
+
+MISSING_ERROR_WARNING = (
+    "missing='error' makes fit fail when any row has a missing or undeclared value, and that "
+    "failure tells whoever sees it that such a row exists (one row decides it). "
+    "missing='separate' (the default) gives those values a branch of their own instead."
+)
 
 
 def check_missing(missing: object) -> str:
@@ -182,7 +189,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = getattr(self, "missing", "error") == "separate"
+        tags.input_tags.allow_nan = getattr(self, "missing", "separate") == "separate"
         tags.non_deterministic = getattr(self, "random_state", None) is None
         return tags
 
@@ -200,7 +207,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             raise InvalidParameterError(
                 f"criterion must be 'auto' or one of {list(CRITERIA)}, got {self.criterion!r}."
             )
-        check_missing(getattr(self, "missing", "error"))
+        check_missing(getattr(self, "missing", "separate"))
         check_n_cuts(getattr(self, "n_cuts", 32))
         check_positive_int(getattr(self, "max_categories", 1024), "max_categories", minimum=2)
         if self.leaf_share is not None:
@@ -209,25 +216,25 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
     def _prepare_fit(
         self, X: Any, y: Any
     ) -> tuple[NDArray[np.int16], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
-        """Validate inputs; set classes_, grid_, n_features_in_ ...; return (codes, labels, n_bins, categorical)."""
+        """Validate inputs; set classes_, grid_, n_features_in_ ...; return (codes, labels, n_bins, categorical).
+
+        Public things (parameters, declared classes, bounds and domains, shapes)
+        are checked; values are not refused. Per row, data-independently: a
+        missing or unplaceable entry (NaN, text in a numeric column, a value
+        outside a declared domain) gets the feature's missing code
+        (``missing="separate"``); a row whose label is not a declared class is
+        left out. Leaving rows out by a rule that looks at each row alone keeps
+        neighbouring datasets neighbours, so the guarantee is unchanged.
+        ``missing="error"`` refuses such entries instead, which tells whoever
+        sees the error that some row has one: it warns so.
+        """
         self._validated_epsilon()
         self._check_common_params()
-        missing = check_missing(getattr(self, "missing", "error"))
-        X_filled, mask, names = _missing_masks(X, getattr(self, "domains", None))
-        if mask.any() and missing == "error":
-            cols = np.flatnonzero(mask.any(axis=0))
-            which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
-            raise DataError(
-                f"X has missing values (NaN) in column(s) {which}. Impute them, or pass "
-                "missing='separate' to give missing values a branch of their own."
-            )
-        columns, y_arr = self._fit_columns(X_filled, y)
-        check_classification_targets(y_arr)  # refuses continuous targets (says so, shows no values)
+        missing = check_missing(getattr(self, "missing", "separate"))
+        if missing == "error":
+            warnings.warn(MISSING_ERROR_WARNING, PrivacyWarning, stacklevel=3)
+        columns, y_arr = self._fit_columns(X, y)
         bounds, classes = self._public_metadata(columns, y_arr)
-        labels = encode_labels(
-            np.asarray(y_arr).ravel() if np.ndim(y_arr) == 2 and np.shape(y_arr)[1] == 1 else y_arr,
-            classes,
-        )
         max_categories = int(getattr(self, "max_categories", 1024))
         for j, dom in enumerate(columns.domains):
             if dom is not None and len(dom) > max_categories:
@@ -238,17 +245,27 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
                     "or raise max_categories."
                 )
         grid = make_grid(columns, bounds, check_n_cuts(getattr(self, "n_cuts", 32)))
+        mask = grid.unusable(columns.arrays)
+        if mask.any() and missing == "error":
+            cols = np.flatnonzero(mask.any(axis=0))
+            which = [grid.feature_name(int(j)) for j in cols]
+            raise DataError(
+                f"X has missing values (NaN, or values outside the declared domain) in column(s) "
+                f"{which}. Impute them, or pass missing='separate' to give them a branch of their own."
+            )
         codes = grid.encode_training(columns.arrays)
         extra = 1 if missing == "separate" else 0
         n_bins = grid.n_bins + extra
         if mask.any():
             rows, cols = np.nonzero(mask)
             codes[rows, cols] = grid.n_bins[cols]
+        labels = label_positions(y_arr, classes)
+        keep = labels >= 0  # rows with an undeclared label are left out (per-row rule)
         self.grid_: FeatureGrid = grid
         self.classes_ = classes
         self.n_classes_ = int(classes.size)
         self.missing_code_: NDArray[np.int64] | None = grid.n_bins.copy() if extra else None
-        return codes, labels, n_bins, grid.is_categorical
+        return codes[keep], labels[keep], n_bins, grid.is_categorical
 
     def _prepare_predict(self, X: Any) -> NDArray[np.int16]:
         check_is_fitted(self, "grid_")

@@ -9,6 +9,7 @@ never values.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,7 +19,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit._checks import check_bounds
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 
 BOUNDS_HELP = (
     "Pass bounds=(lo, hi) for all features, bounds=(lows, highs) with one entry per "
@@ -103,6 +104,7 @@ class FeatureGrid:
         """
         thr = self.thresholds(feature)
         lo, hi = self.lows[feature], self.highs[feature]
+        x = np.where(np.isnan(x), lo, x)  # NaN: the caller overwrites these codes (unusable)
         step = (hi - lo) / (self.n_cuts + 1)
         with np.errstate(invalid="ignore", over="ignore"):
             guess = np.ceil((np.clip(x, lo, hi) - lo) / step) - 1
@@ -112,27 +114,27 @@ class FeatureGrid:
         down = (code > 0) & (x <= thr[np.maximum(code - 1, 0)])
         return code - down
 
-    def unknown_categories(self, columns: Sequence[NDArray[Any]]) -> list[str]:
-        """Names of categorical columns holding values outside their public domain."""
-        bad = []
-        for j, col in enumerate(columns):
+    def unusable(self, columns: Sequence[NDArray[Any]]) -> NDArray[np.bool_]:
+        """(n, d): entries the grid cannot place: NaN in a numeric column, a value outside
+        a categorical column's declared domain (missing values included).
+
+        ``fit`` never raises on these (whether it fails must not depend on one row):
+        classifiers give them the missing code, regressors leave their rows out.
+        """
+        n = len(columns[0]) if columns else 0
+        out = np.zeros((n, self.n_features), dtype=bool)
+        for j, col in enumerate(columns):  # a loop over features, not rows
             domain = self.categories[j]
-            if domain is not None and np.any(pd.Index(domain).get_indexer(col) < 0):
-                bad.append(self.feature_name(j))
-        return bad
+            if domain is None:
+                out[:, j] = np.isnan(np.asarray(col, dtype=np.float64))
+            else:
+                out[:, j] = pd.Index(domain).get_indexer(col) < 0
+        return out
 
     def encode_training(self, columns: Sequence[NDArray[Any]]) -> NDArray[np.int16]:
-        """:meth:`encode` for fit: values outside a declared domain are refused.
-
-        The message names the columns (public schema), never the values.
-        """
-        unknown = self.unknown_categories(columns)
-        if unknown:
-            raise DataError(
-                f"column(s) {unknown} hold values outside their declared domain; add them to "
-                "domains=... (or the 'category' dtype's categories) or map them to an existing value."
-            )
-        return self.encode(columns)
+        """:meth:`encode` for fit: the caller handles :meth:`unusable` entries itself."""
+        with np.errstate(invalid="ignore"):
+            return self.encode(columns)
 
 
 def check_n_cuts(n_cuts: object) -> int:
@@ -223,13 +225,30 @@ def check_target_bounds(target_bounds: object) -> tuple[float, float]:
 
 
 def _column_kind(series: pd.Series, name: str, domains: Mapping[str, Sequence[Any]]) -> str:
+    """Categorical when declared (``domains``) or of pandas ``category`` dtype; numeric otherwise.
+
+    A column of another dtype (text, mixed) is read as numeric: values that are
+    not numbers become missing, so one odd row never decides an error.
+    """
     if name in domains or isinstance(series.dtype, pd.CategoricalDtype):
         return "categorical"
+    return "numeric"
+
+
+CATEGORY_DTYPE_WARNING = (
+    "column(s) {names} take their categories from the pandas 'category' dtype. Those are "
+    "usually built from the data (one person's rare value adds a category that the fitted "
+    "model then shows), so dpkit treats them as public only when you declare them: pass "
+    "domains={{column: [...]}} with the public list of values."
+)
+
+
+def _as_numbers(series: pd.Series) -> NDArray[np.float64]:
+    """A column as floats; entries that are not numbers become NaN (missing)."""
     if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
-        return "numeric"
-    raise DataError(
-        f"column {name!r} is neither numeric nor categorical; give it a pandas 'category' "
-        "dtype or declare its values with domains={column: [...]}."
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(series.astype(object), errors="coerce").to_numpy(
+        dtype=np.float64, na_value=np.nan
     )
 
 
@@ -243,12 +262,17 @@ class Columns:
     domains: list[tuple[Any, ...] | None]
 
 
-def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Columns:
-    """Split X into per-feature arrays; numeric ones must be finite floats.
+def split_columns(
+    X: Any, domains: Mapping[str, Sequence[Any]] | None, *, warn: bool = True
+) -> Columns:
+    """Split X into per-feature arrays: floats for numeric columns, objects for categorical.
 
-    Categorical columns: a pandas ``category`` dtype (its categories are the
-    public domain) or a column named in ``domains``. NaN in a numeric column is
-    refused (DataError) without saying where: impute it first.
+    Categorical columns: a column named in ``domains`` (its declared values are
+    the public domain) or a pandas ``category`` dtype (its categories are used,
+    with a :class:`~dpkit.errors.PrivacyWarning`: they are a function of the
+    data unless declared). Nothing here refuses a value: NaN, infinities and
+    entries that are not numbers stay in the arrays (as NaN where not numbers)
+    for the estimator's per-row rule (``FeatureGrid.unusable``).
     """
     domains = dict(domains or {})
     if isinstance(X, pd.DataFrame):
@@ -259,6 +283,15 @@ def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Column
         arrays: list[NDArray[Any]] = []
         categorical: list[bool] = []
         doms: list[tuple[Any, ...] | None] = []
+        undeclared = [
+            name
+            for name, col in zip(names, X.columns)
+            if isinstance(X[col].dtype, pd.CategoricalDtype) and name not in domains
+        ]
+        if undeclared and warn:
+            warnings.warn(
+                CATEGORY_DTYPE_WARNING.format(names=undeclared), PrivacyWarning, stacklevel=4
+            )
         for name, col in zip(names, X.columns):
             series = X[col]
             kind = _column_kind(series, name, domains)
@@ -269,17 +302,11 @@ def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Column
                     domain = tuple(series.dtype.categories)  # type: ignore[union-attr]
                 if len(domain) < 1:
                     raise InvalidParameterError(f"the domain of column {name!r} is empty.")
-                values = series.astype(object).to_numpy()
-                if pd.isna(values).any():
-                    raise DataError(
-                        f"column {name!r} has missing values; add an explicit category for them "
-                        "(e.g. 'missing') to its domain and fill them."
-                    )
-                arrays.append(values)
+                arrays.append(series.astype(object).to_numpy())
                 categorical.append(True)
                 doms.append(domain)
             else:
-                arrays.append(_finite(series.to_numpy(dtype=np.float64, na_value=np.nan), name))
+                arrays.append(_as_numbers(series))
                 categorical.append(False)
                 doms.append(None)
         return Columns(arrays, names, categorical, doms)
@@ -296,31 +323,21 @@ def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Column
     )
 
 
-def _finite(values: NDArray[np.float64], name: str) -> NDArray[np.float64]:
-    if not np.all(np.isfinite(values)):
-        raise DataError(
-            f"column {name!r} contains NaN or infinite values; impute or drop them first "
-            "(the tree clips finite values to the public bounds, it cannot place NaN)."
-        )
-    return values
-
-
 def _as_2d_float(X: ArrayLike) -> NDArray[np.float64]:
+    """X as a 2-D float array; entries that are not numbers become NaN (missing)."""
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError):
-        raise DataError(
-            "X must be numeric (or a DataFrame whose text columns have a 'category' dtype "
-            "or a declared domain)."
-        ) from None
+        frame = pd.DataFrame(np.asarray(X, dtype=object))
+        if frame.ndim != 2:
+            raise DataError(
+                "X must be 2-dimensional (rows x features); reshape a single feature with "
+                "X.reshape(-1, 1)."
+            ) from None
+        arr = np.column_stack([_as_numbers(frame[c]) for c in frame.columns])
     if arr.ndim != 2:
         raise DataError(
             "X must be 2-dimensional (rows x features); reshape a single feature with X.reshape(-1, 1)."
-        )
-    if not np.all(np.isfinite(arr)):
-        raise DataError(
-            "X contains NaN or infinite values; impute or drop them first "
-            "(the tree clips finite values to the public bounds, it cannot place NaN)."
         )
     return arr
 
@@ -333,5 +350,33 @@ def make_grid(columns: Columns, bounds: object, n_cuts: int) -> FeatureGrid:
 
 
 def scale_target(y: NDArray[np.float64], lo: float, hi: float) -> NDArray[np.float64]:
-    """Clip y to the public [lo, hi] and map it to [0, 1]."""
+    """Clip y to the public [lo, hi] and map it to [0, 1] (NaN stays NaN)."""
     return (np.clip(y, lo, hi) - lo) / (hi - lo)
+
+
+def as_targets(y: Any) -> NDArray[np.float64]:
+    """y as a float vector; entries that are not numbers become NaN (their rows are left out)."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise DataError("y must be 1-dimensional (one target per row).")
+    return _as_numbers(pd.Series(arr))
+
+
+def regression_rows(
+    grid: FeatureGrid, columns: Columns, y: Any, lo: float, hi: float
+) -> tuple[NDArray[np.int16], NDArray[np.float64]]:
+    """(codes, target scaled to [0, 1]) of the rows a regression tree can use.
+
+    A row is left out when a numeric feature is NaN (or not a number), a
+    categorical value lies outside its declared domain, or the target is NaN;
+    infinite values are clipped to the bounds like any other. The rule looks
+    at each row alone, so neighbouring datasets stay neighbouring (or become
+    equal) and the guarantee is unchanged; whether ``fit`` fails never
+    depends on one row.
+    """
+    target = as_targets(y)
+    keep = ~grid.unusable(columns.arrays).any(axis=1) & ~np.isnan(target)
+    codes = grid.encode_training(columns.arrays)[keep]
+    return codes, scale_target(target[keep], lo, hi)

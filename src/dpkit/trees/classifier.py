@@ -155,7 +155,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         smoothing: float | str = "auto",
         selector: str = "exponential",
         level_growth: float = 1.0,
-        missing: str = "error",
+        missing: str = "separate",
         random_state: Any = None,
         accountant: Any = None,
     ) -> None:

@@ -14,11 +14,11 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
-from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int, target_array
+from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int
 from dpkit.trees._boosting import BoostingSpec, fit_boosted
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import forest_sum, split_roots
-from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees._data import check_target_bounds, regression_rows
 from dpkit.trees._privacy import fit_paid, plan_report
 from dpkit.trees._regression import RegressionTreeSpec, fit_regression_tree
 from dpkit.trees._rules import COUNT_SHARE, boosting_rule, noisy_row_count, partition_rule
@@ -128,7 +128,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = False  # fit leaves NaN rows out; predict refuses NaN
         tags.input_tags.categorical = True
         return tags
 
@@ -158,8 +158,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         lo, hi = check_target_bounds(self.target_bounds)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
-        y_unit = scale_target(target_array(y_raw), lo, hi)
-        codes = grid.encode_training(columns.arrays)
+        codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
         if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
             raise InvalidParameterError(
                 f"algorithm={algorithm!r} is not differentially private, so no accountant can "

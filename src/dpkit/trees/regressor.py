@@ -19,11 +19,10 @@ from dpkit.trees._base import (
     check_fraction,
     check_max_depth,
     check_positive_int,
-    target_array,
 )
 from dpkit.trees._budget import BudgetPlan, randomness
 from dpkit.trees._core import Tree, apply
-from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees._data import check_target_bounds, regression_rows
 from dpkit.trees._privacy import fit_paid, plan_report
 from dpkit.trees._regression import RegressionTreeSpec, fit_regression_tree
 from dpkit.trees._rules import COUNT_SHARE, noisy_row_count, tree_depth_rule
@@ -162,7 +161,7 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
     def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
         tags = super().__sklearn_tags__()
         tags.regressor_tags.poor_score = True  # DP noise: no accuracy promise on tiny check data
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = False  # fit leaves NaN rows out; predict refuses NaN
         tags.input_tags.categorical = True
         return tags
 
@@ -178,8 +177,7 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         lo, hi = check_target_bounds(self.target_bounds)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
-        y_unit = scale_target(target_array(y_raw), lo, hi)
-        codes = grid.encode_training(columns.arrays)
+        codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
         if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
             raise InvalidParameterError(
                 f"algorithm={algorithm!r} is not differentially private, so no accountant can "

@@ -10,8 +10,8 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._base import DPTreeEstimatorBase, target_array
-from dpkit.trees._data import check_target_bounds, scale_target
+from dpkit.trees._base import DPTreeEstimatorBase
+from dpkit.trees._data import check_target_bounds, regression_rows
 from dpkit.trees.boosting._cyclic import SquaredLoss, decision_scores
 from dpkit.trees.boosting._estimator import BoostingMixin
 
@@ -98,8 +98,7 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         lo, hi = check_target_bounds(self.target_bounds)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
-        y_unit = scale_target(target_array(y_raw), lo, hi)
-        codes = grid.encode_training(columns.arrays)
+        codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
         n_bins = grid.n_bins
         ordered = np.where(grid.is_categorical, 0, n_bins).astype(np.int64)
         plan = self._boosting_plan(
