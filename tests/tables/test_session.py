@@ -471,9 +471,7 @@ def test_parallel_not_provably_disjoint_is_charged_in_sequence(
 def test_parallel_disjointness_is_decided_on_canonical_dates() -> None:
     import datetime as dt
 
-    frame = pd.DataFrame(
-        {"day": pd.to_datetime(["2020-01-01", "2020-01-02"] * 10), "x": range(20)}
-    )
+    frame = pd.DataFrame({"day": pd.to_datetime(["2020-01-01", "2020-01-02"] * 10), "x": range(20)})
     s = Session.from_pandas(frame, epsilon=10.0, rng=1)
     same_day = Parallel(
         Query("count", epsilon=0.5, where={"day": "2020-01-01"}),

@@ -21,7 +21,7 @@ from sklearn.tree import DecisionTreeClassifier
 
 from dpkit._checks import exact
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
-from dpkit.trees._classification import (
+from dpkit.trees.classification._criteria import (
     ENTROPY_WEIGHT_CAP,
     criterion,
     entropy_sensitivity,
@@ -29,12 +29,12 @@ from dpkit.trees._classification import (
     level_budgets,
     noisy_leaf_counts,
 )
-from dpkit.trees._cls_common import auto_criterion, auto_depth_rule, encode_frame
-from dpkit.trees._cls_id3 import information_gains
-from dpkit.trees._cls_predict import forest_leaf_values
-from dpkit.trees._core import Candidates, apply, apply_forest
-from dpkit.trees.classifier import DPDecisionTreeClassifier
-from dpkit.trees.forest_classifier import DPRandomForestClassifier, auto_n_estimators
+from dpkit.trees.classification._forest import DPRandomForestClassifier, auto_n_estimators
+from dpkit.trees.classification._id3 import information_gains
+from dpkit.trees.classification._inputs import auto_criterion, auto_depth_rule, encode_frame
+from dpkit.trees.classification._predict import forest_leaf_values
+from dpkit.trees.classification._tree import DPDecisionTreeClassifier
+from dpkit.trees.engine._growth import Candidates, apply, apply_forest
 
 
 def blobs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

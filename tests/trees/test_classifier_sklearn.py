@@ -20,9 +20,9 @@ from numpy.typing import NDArray
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpkit.errors import PrivacyWarning
-from dpkit.trees._data import Columns
-from dpkit.trees.classifier import DPDecisionTreeClassifier
-from dpkit.trees.forest_classifier import DPRandomForestClassifier
+from dpkit.trees.classification._forest import DPRandomForestClassifier
+from dpkit.trees.classification._tree import DPDecisionTreeClassifier
+from dpkit.trees.engine._grid import Columns
 
 
 def _declared(columns: Columns, y: NDArray[Any]) -> tuple[object, NDArray[Any]]:

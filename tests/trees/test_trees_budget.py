@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dpkit._checks import exact
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._budget import BudgetPlan, as_float_at_most, randomness, split_budget
+from dpkit.trees.engine._budget import BudgetPlan, as_float_at_most, randomness, split_budget
 
 
 @settings(max_examples=200, deadline=None)

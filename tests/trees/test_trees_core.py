@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import dpkit.trees._core as core
-from dpkit.trees._core import (
+import dpkit.trees.engine._growth as core
+from dpkit.trees.engine._growth import (
     Candidates,
     SplitDecision,
     apply,
@@ -19,7 +19,7 @@ from dpkit.trees._core import (
     histograms,
     split_roots,
 )
-from dpkit.trees._regression import regression_channels, sse_gain
+from dpkit.trees.regression._criteria import regression_channels, sse_gain
 
 
 def test_histograms_match_naive_counts() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpkit.errors import InvalidParameterError, PrivacyWarning
-from dpkit.trees._data import FeatureGrid, make_grid, resolve_bounds, split_columns
+from dpkit.trees.engine._grid import FeatureGrid, make_grid, resolve_bounds, split_columns
 
 
 def test_single_pair_applies_to_all_numeric_features() -> None:

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.trees._budget import randomness
-from dpkit.trees._core import apply, candidate_layout, candidates_from_histogram, histograms
-from dpkit.trees._regression import (
+from dpkit.trees.engine._budget import randomness
+from dpkit.trees.engine._growth import (
+    apply,
+    candidate_layout,
+    candidates_from_histogram,
+    histograms,
+)
+from dpkit.trees.regression._criteria import (
     RegressionTreeSpec,
     _sae,
     fit_regression_tree,

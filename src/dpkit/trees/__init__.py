@@ -1,38 +1,39 @@
-"""Differentially private decision trees and forests.
+"""Differentially private decision trees, forests and boosted models (scikit-learn estimators).
 
-One tree core (``_core``: vectorised level-wise growth, dpkit's own array
-representation) with two criterion families on top, classification and regression:
+The package mirrors its design:
 
-* :class:`DPDecisionTreeClassifier`: greedy exponential-mechanism /
-  permute-and-flip splits (default), ID3 on noisy counts (the decision-tree course project), or
-  random trees; leaves are noisy class counts.
-* :class:`DPRandomForestClassifier`: trees on disjoint partitions or on all
-  rows with epsilon split among them.
-
-* :class:`DPDecisionTreeRegressor`: one private tree (greedy exponential-
-  mechanism splits with a size-free utility and private median leaves by
-  default; random trees; the regression-tree paper's algorithms (Hoang & Thuc, 2020) for reproduction).
-* :class:`DPRandomForestRegressor`: private boosting (default), or forests of
-  private trees on disjoint partitions.
-* :class:`DPGradientBoostingClassifier` (``trees.boosting``): cyclic Newton
-  boosting of an additive model with noisy gradient and Hessian sums, accounted
-  in zCDP (or pure epsilon); the best ranking of dpkit's classifiers.
+* ``engine``: what every tree shares: the public grid of each feature
+  (``_grid``), the array tree and its vectorised level-wise growth
+  (``_growth``), split policies (``_policies``), exact budget splits
+  (``_budget``), the ``privacy_`` report and the paid fit (``_privacy``), the
+  scikit-learn plumbing (``_sklearn``) and the exports (``_export``).
+* ``classification``: :class:`DPDecisionTreeClassifier` (greedy exponential-
+  mechanism / permute-and-flip splits, ID3 on noisy counts, or random trees;
+  noisy class counts in the leaves) and :class:`DPRandomForestClassifier`.
+* ``regression``: :class:`DPDecisionTreeRegressor` (size-free split utility,
+  private median leaves) and :class:`DPRandomForestRegressor` (partition
+  forests or private LAD boosting of trees); the regression-tree paper's
+  algorithms for :mod:`dpkit.reproduce.regression_paper`.
+* ``boosting``: :class:`DPGradientBoostingClassifier` and
+  :class:`DPGradientBoostingRegressor`, cyclic Newton boosting of additive
+  models accounted in zCDP (or pure epsilon): the most accurate models here.
 * :func:`export_text`, :func:`export_rules`, :func:`export_graphviz`.
 
-Every estimator's docstring states its guarantee and budget split; the
-privacy argument in full is in ``docs/trees-regression.md`` and
-``docs/trees-classification.md``.
+Every estimator states its guarantee and budget split in its docstring, takes
+``accountant=`` (charged before the rows are read) and carries ``privacy_`` in
+one format; the arguments in full are in ``docs/trees-classification.md``,
+``docs/trees-regression.md`` and ``docs/trees-boosting.md``.
 """
 
-from dpkit.trees._budget import BudgetPlan
-from dpkit.trees._core import Tree
-from dpkit.trees._data import FeatureGrid
-from dpkit.trees._export import export_graphviz, export_rules, export_text
 from dpkit.trees.boosting import DPGradientBoostingClassifier, DPGradientBoostingRegressor
-from dpkit.trees.classifier import DPDecisionTreeClassifier
-from dpkit.trees.forest import DPRandomForestRegressor
-from dpkit.trees.forest_classifier import DPRandomForestClassifier
-from dpkit.trees.regressor import DPDecisionTreeRegressor
+from dpkit.trees.classification._forest import DPRandomForestClassifier
+from dpkit.trees.classification._tree import DPDecisionTreeClassifier
+from dpkit.trees.engine._budget import BudgetPlan
+from dpkit.trees.engine._export import export_graphviz, export_rules, export_text
+from dpkit.trees.engine._grid import FeatureGrid
+from dpkit.trees.engine._growth import Tree
+from dpkit.trees.regression._forest import DPRandomForestRegressor
+from dpkit.trees.regression._tree import DPDecisionTreeRegressor
 
 __all__ = [
     "BudgetPlan",

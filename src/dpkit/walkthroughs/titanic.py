@@ -78,8 +78,8 @@ class WalkthroughResult:
 
 
 def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
-    from dpkit.trees.classifier import DPDecisionTreeClassifier
-    from dpkit.trees.forest_classifier import DPRandomForestClassifier
+    from dpkit.trees.classification._forest import DPRandomForestClassifier
+    from dpkit.trees.classification._tree import DPDecisionTreeClassifier
 
     common: dict[str, Any] = {
         "epsilon": epsilon,
@@ -160,7 +160,9 @@ def run(
     X, y = load_titanic(data)
     model = _model("id3", epsilon, seed).fit(X, y)
     rules = model.export_text()
-    console.rule(f"ID3 on noisy counts (the decision-tree course project), epsilon = {epsilon:g}, all 891 passengers")
+    console.rule(
+        f"ID3 on noisy counts (the decision-tree course project), epsilon = {epsilon:g}, all 891 passengers"
+    )
     console.print(rules, markup=False)  # "Sex in [female]" is not Rich markup
     console.print(f"privacy: {model.privacy_['queries']}", markup=False)
     first = model.predict(X.iloc[:20])

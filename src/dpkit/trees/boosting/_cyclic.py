@@ -1,7 +1,7 @@
 """Cyclic (per-feature) Newton boosting of an additive model, with noisy gradient sums.
 
 The model is F(x) = sum_j f_j(code_j(x)), one shape function per feature on
-the feature's public codes (``trees._data.FeatureGrid``), with ``n_outputs``
+the feature's public codes (``trees.engine._grid.FeatureGrid``), with ``n_outputs``
 scores per code (1 for two classes, K for K classes: softmax). A round visits
 every feature once, in a random order (cyclic boosting, as DP-EBM, Nori et al.
 2021). One update of feature j:

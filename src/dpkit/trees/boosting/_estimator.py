@@ -13,12 +13,12 @@ from dpkit._checks import check_delta, check_epsilon, exact
 from dpkit.accounting.budget import Budget
 from dpkit.accounting.composition import largest_rho
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._base import check_positive_int
-from dpkit.trees._budget import randomness
-from dpkit.trees._data import check_n_cuts
-from dpkit.trees._privacy import PrivacyReport, fit_paid
 from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
 from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan
+from dpkit.trees.engine._budget import randomness
+from dpkit.trees.engine._grid import check_n_cuts
+from dpkit.trees.engine._privacy import PrivacyReport, fit_paid
+from dpkit.trees.engine._sklearn import check_positive_int
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
 AUTO_L2_NOISE_MULTIPLE = 0.5

@@ -8,9 +8,9 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
-from dpkit.trees._cls_common import DPClassifierBase, check_missing
 from dpkit.trees.boosting._cyclic import LogLoss, decision_scores, probabilities
 from dpkit.trees.boosting._estimator import BoostingMixin
+from dpkit.trees.classification._inputs import DPClassifierBase, check_missing
 
 
 class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
@@ -64,7 +64,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
     ``feature_names_in_`` (DataFrames), ``shapes_`` (one array per feature, bins
     x outputs), ``grid_``, ``l2_regularization_`` (the lambda used),
-    ``privacy_`` (:class:`dpkit.trees._privacy.PrivacyReport`).
+    ``privacy_`` (:class:`dpkit.trees.engine._privacy.PrivacyReport`).
     """
 
     def __init__(

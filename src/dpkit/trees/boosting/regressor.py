@@ -10,10 +10,10 @@ from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._base import DPTreeEstimatorBase
-from dpkit.trees._data import check_target_bounds, regression_rows
 from dpkit.trees.boosting._cyclic import SquaredLoss, decision_scores
 from dpkit.trees.boosting._estimator import BoostingMixin
+from dpkit.trees.engine._grid import check_target_bounds, regression_rows
+from dpkit.trees.engine._sklearn import DPTreeEstimatorBase
 
 LOSSES = ("absolute_error", "squared_error")
 

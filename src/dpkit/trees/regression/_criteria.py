@@ -1,7 +1,7 @@
 """The regression criterion family: statistic channels, split utilities, leaf values.
 
 Targets arrive clipped to the public ``target_bounds`` and mapped to [0, 1]
-(``_data.scale_target``); every sensitivity below is in those units.
+(``engine._grid.scale_target``); every sensitivity below is in those units.
 
 Split utilities (over add/remove one row, for every candidate):
 
@@ -37,9 +37,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._budget import BudgetPlan, Randomness, as_float_at_most
-from dpkit.trees._core import Candidates, Tree, candidate_layout, grow
-from dpkit.trees._policies import GreedyPolicy, RandomPolicy, _mechanisms, noisy_counts, select
+from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._growth import Candidates, Tree, candidate_layout, grow
+from dpkit.trees.engine._policies import (
+    GreedyPolicy,
+    RandomPolicy,
+    _mechanisms,
+    noisy_counts,
+    select,
+)
 
 
 def regression_channels(y: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -347,7 +353,7 @@ def fit_regression_tree(
     """Grow one tree on (codes, y in [0, 1]) and fill its leaves; epsilon-DP except "paper".
 
     With ``roots`` (a disjoint partition label per row) it grows ``n_roots``
-    trees at once as one multi-root structure (see ``_core.grow``); each
+    trees at once as one multi-root structure (see ``engine._growth.grow``); each
     tree then has the full epsilon on its own rows (parallel composition).
 
     Returns the tree (leaf values in [0, 1]) and the budget plan; the plan's

@@ -2,7 +2,7 @@
 
 Statistics: the core counts, per level and in one ``np.bincount`` pass, the rows
 of every node x feature x code x class (``labels`` / ``n_labels`` channels of
-``_core.histograms``). ``Candidates.left[i, j, c, k]`` is then the number of
+``engine._growth.histograms``). ``Candidates.left[i, j, c, k]`` is then the number of
 rows of class k of node i that candidate c of feature j sends left.
 
 Split utilities for the exponential mechanism (Friedman & Schuster, KDD 2010),
@@ -41,9 +41,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._budget import BudgetPlan, Randomness, as_float_at_most
-from dpkit.trees._core import Candidates, Tree, candidate_layout, grow
-from dpkit.trees._policies import GreedyPolicy, RandomPolicy, _mechanisms
+from dpkit.trees.classification._id3 import grow_id3
+from dpkit.trees.classification._spec import ClassificationTreeSpec
+from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._growth import Candidates, Tree, candidate_layout, grow
+from dpkit.trees.engine._policies import GreedyPolicy, RandomPolicy, _mechanisms
 
 ENTROPY_WEIGHT_CAP = 1 << 16  # M above: entropy utility weighs a child as at most 65,536 rows
 
@@ -218,37 +220,6 @@ def hierarchical_probabilities(
 # --------------------------------------------------------------------------
 
 
-@dataclass
-class ClassificationTreeSpec:
-    """Public settings of one classification tree (all data-independent).
-
-    ``algorithm``:
-      * "greedy": exponential-mechanism splits (Friedman & Schuster) with the
-        utility of ``criterion``; ``count_share`` of each split level's budget
-        buys a noisy node count, nodes below ``min_samples_split`` stop;
-      * "id3": ID3 on Laplace/geometric-noised class counts (the decision-tree course project;
-        SuLQ as summarised in the applications report), see ``_cls_id3``;
-      * "random": data-independent structure, all budget on the leaves.
-    ``leaf_share``: fraction of epsilon spent on the leaf counts (random: 1).
-    ``smoothing``: pseudo-rows pulling leaf probabilities toward their parent's
-    (``hierarchical``) or the overall class distribution (post-processing).
-    ``level_growth`` r: split level t gets a share proportional to r^t of the
-    split budget (r > 1: more budget deeper, where nodes hold fewer rows).
-    """
-
-    algorithm: str
-    criterion: str
-    max_depth: int
-    leaf_share: Fraction = Fraction(1, 2)
-    count_share: Fraction = Fraction(0)
-    min_samples_split: float = 0.0
-    min_information_gain: float = 0.0
-    smoothing: float = 1.0
-    selector: str = "exponential"
-    hierarchical: bool = True
-    level_growth: Fraction = Fraction(1)
-
-
 def level_budgets(total: Fraction, depth: int, growth: Fraction) -> list[Fraction]:
     """Split ``total`` over ``depth`` levels in proportion to growth^t; sums to ``total`` exactly."""
     weights = [growth**t for t in range(depth)]
@@ -290,8 +261,6 @@ def fit_classification_tree(
     plan = BudgetPlan()
     depth = spec.max_depth
     if spec.algorithm == "id3":
-        from dpkit.trees._cls_id3 import grow_id3
-
         tree, leaf, plan, leaf_eps = grow_id3(
             codes, labels, n_classes, n_bins, categorical, spec, epsilon, rnd, roots, n_roots
         )

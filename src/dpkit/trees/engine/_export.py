@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from dpkit.errors import InvalidParameterError
-from dpkit.trees._core import Tree
-from dpkit.trees._data import FeatureGrid
+from dpkit.trees.engine._grid import FeatureGrid
+from dpkit.trees.engine._growth import Tree
 
 
 def _resolve(model: Any, tree: int) -> tuple[Tree, FeatureGrid]:

@@ -33,7 +33,7 @@ _MAX_HIST_ENTRIES = 1 << 22
 
 @dataclass(frozen=True)
 class Tree:
-    """A fitted binary tree over coded features (see ``_data.FeatureGrid``).
+    """A fitted binary tree over coded features (see ``engine._grid.FeatureGrid``).
 
     Node 0 is the root. For an internal node i, rows whose code of feature
     ``feature[i]`` is ``<= cut[i]`` (numeric feature) or ``== cut[i]``

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.trees._core import Tree
-from dpkit.trees._data import FeatureGrid
-from dpkit.trees._export import condition
+from dpkit.trees.engine._export import condition
+from dpkit.trees.engine._grid import FeatureGrid
+from dpkit.trees.engine._growth import Tree
 
 
 def _fmt(x: float, decimals: int) -> str:

@@ -1,6 +1,6 @@
 """Fast leaf lookup for many trees at once (prediction only; reads no training data).
 
-``_core.apply_forest`` steps all (row, tree) pairs together and compacts the
+``engine._growth.apply_forest`` steps all (row, tree) pairs together and compacts the
 active set each level. For forests of shallow trees it is faster to walk one
 tree at a time over cache-sized blocks of rows with a fixed number of steps:
 leaves point to themselves, so rows that reached a leaf simply stay there and
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.trees._core import Tree
+from dpkit.trees.engine._growth import Tree
 
 _BLOCK = 1 << 16  # rows per block: keeps the per-step arrays in cache
 

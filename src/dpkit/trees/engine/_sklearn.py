@@ -1,7 +1,7 @@
 """scikit-learn plumbing shared by every dpkit tree estimator.
 
 Input checks go through scikit-learn's public ``validate_data`` (feature
-counts and names, sparse input, empty data), then through ``_data`` (numeric vs
+counts and names, sparse input, empty data), then through ``engine._grid`` (numeric vs
 categorical columns, finiteness), then onto the public grid. Nothing here
 looks at data values except to refuse NaN/inf, and no message contains one.
 """
@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, InvalidParameterError
-from dpkit.trees._data import Columns, FeatureGrid, check_n_cuts, make_grid, split_columns
+from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid, split_columns
 
 
 def check_positive_int(value: object, name: str, *, minimum: int = 1, hint: str = "") -> int:
@@ -102,7 +102,6 @@ class DPTreeEstimatorBase(BaseEstimator):
 
     def _y_numeric(self) -> bool:
         return True
-
 
     def _make_grid(self, columns: Columns) -> FeatureGrid:
         n_cuts = check_n_cuts(getattr(self, "n_cuts", 40))

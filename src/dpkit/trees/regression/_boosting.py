@@ -5,9 +5,9 @@ leaf values to the model (LAD TreeBoost, Friedman 2001, made private):
 
 * structure: greedy exponential-mechanism splits on the sign of the current
   residual, u = SSE gain of the 0/1 indicator [y > F(x)] (sensitivity 1,
-  monotonic; see ``_regression.sse_gain``), ``split_epsilon`` per level;
+  monotonic; see ``regression._criteria.sse_gain``), ``split_epsilon`` per level;
 * leaves: the private median of the residuals y - F(x) in [-1, 1] on a public
-  grid (``_regression.grid_median_leaves``), ``leaf_epsilon``; or a noisy mean.
+  grid (``regression._criteria.grid_median_leaves``), ``leaf_epsilon``; or a noisy mean.
 
 The model F before a round is a function of earlier *releases* only, so the
 residuals are a public transformation of each row: a row's influence on a
@@ -24,10 +24,15 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.trees._budget import BudgetPlan, Randomness, as_float_at_most
-from dpkit.trees._core import Tree, forest_sum, grow
-from dpkit.trees._policies import GreedyPolicy, _mechanisms
-from dpkit.trees._regression import MEDIAN_LEVELS, grid_median_leaves, regression_channels, sse_gain
+from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._growth import Tree, forest_sum, grow
+from dpkit.trees.engine._policies import GreedyPolicy, _mechanisms
+from dpkit.trees.regression._criteria import (
+    MEDIAN_LEVELS,
+    grid_median_leaves,
+    regression_channels,
+    sse_gain,
+)
 
 
 @dataclass(frozen=True)

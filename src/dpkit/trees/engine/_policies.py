@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.trees._core import Candidates, SplitDecision
+from dpkit.trees.engine._growth import Candidates, SplitDecision
 
 UtilityFn = Callable[[Candidates], NDArray[np.float64]]
 

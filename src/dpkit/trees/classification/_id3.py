@@ -20,30 +20,27 @@ eps_level-DP. Everything else is post-processing of those noisy tables:
   ``min_information_gain``, or the depth limit.
 
 A categorical multiway split on a domain of k values is stored in the core's
-binary :class:`~dpkit.trees._core.Tree` as a chain of k - 1 "== value" tests
+binary :class:`~dpkit.trees.engine._growth.Tree` as a chain of k - 1 "== value" tests
 (value 1 goes left of the first test, value 2 left of the second, ..., the
 last value right of the last test), so prediction and export need no second
 tree format. Categorical features are not reused below their own split.
 
 Cost of a tree of depth D: D levels x eps_level plus the leaf query, which the
-caller (``_classification.fit_classification_tree``) adds.
+caller (``_criteria.fit_classification_tree``) adds.
 """
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.trees._budget import BudgetPlan, Randomness, as_float_at_most
-from dpkit.trees._core import Tree, histograms
-from dpkit.trees._policies import _mechanisms
-
-if TYPE_CHECKING:
-    from dpkit.trees._classification import ClassificationTreeSpec
+from dpkit.trees.classification._spec import ClassificationTreeSpec
+from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._growth import Tree, histograms
+from dpkit.trees.engine._policies import _mechanisms
 
 _MAX_CELLS = 1 << 21  # noisy histogram cells per chunk of nodes
 

@@ -37,10 +37,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpkit._checks import exact
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
-from dpkit.trees._base import DPTreeEstimatorBase, check_fraction, check_positive_int
-from dpkit.trees._classification import ALGORITHMS, CRITERIA
-from dpkit.trees._data import Columns, FeatureGrid, check_n_cuts, make_grid
-from dpkit.trees._rules import noisy_row_count
+from dpkit.trees.classification._criteria import ALGORITHMS, CRITERIA
+from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid
+from dpkit.trees.engine._rules import noisy_row_count
+from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, check_fraction, check_positive_int
 
 MISSING_POLICIES = ("separate", "error")
 

@@ -18,8 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from dpkit.trees._budget import as_float_at_most
-from dpkit.trees._policies import _mechanisms
+from dpkit.trees.engine._budget import as_float_at_most
+from dpkit.trees.engine._policies import _mechanisms
 
 COUNT_SHARE = Fraction(1, 100)
 
