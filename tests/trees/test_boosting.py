@@ -242,7 +242,7 @@ def test_an_unknown_regression_loss_is_refused() -> None:
         )
 
 
-def test_export_text_shows_the_shape_functions_and_the_tree_exports_say_why_not() -> None:
+def test_exports_show_the_shape_functions() -> None:
     from dpkit.trees import export_graphviz, export_rules, export_text
 
     X, y = _binary(1000)
@@ -252,9 +252,13 @@ def test_export_text_shows_the_shape_functions_and_the_tree_exports_say_why_not(
     text = export_text(model)
     assert text.startswith("intercept:")
     assert "c:" in text and "|   w:" in text and "|   <= 2.5:" in text
-    for export in (export_rules, export_graphviz):
-        with pytest.raises(InvalidParameterError, match="shape function"):
-            export(model)
+    rules = export_rules(model)
+    assert rules[0].startswith("(always) => ")
+    assert "c == w" in "\n".join(rules) and "a in (2.5, 5.0]" in "\n".join(rules)
+    assert any(r.startswith("a is missing") for r in rules)
+    assert len(rules) == 1 + sum(shape.shape[0] for shape in model.shapes_)
+    dot = export_graphviz(model)
+    assert dot.startswith("digraph") and dot.count("-> sum") == 3
 
 
 @pytest.mark.parametrize("make", ["tree", "forest"])

@@ -39,3 +39,56 @@ def export_shapes(model: Any, *, decimals: int = 3) -> str:
         for label, row in zip(_bin_labels(grid, j, shape.shape[0], decimals), shape):
             lines.append(f"|   {label}: {fmt(str(round(float(v), decimals)) for v in row)}")
     return "\n".join(lines)
+
+
+def shape_rules(model: Any, *, decimals: int = 3) -> list[str]:
+    """One rule per (feature, bin): ``"age in (20.0, 30.0] => 0.31"`` (scores add up)."""
+    check_is_fitted(model, "shapes_")
+    grid = model.grid_
+    rules = [
+        "(always) => "
+        + ", ".join(str(round(float(v), decimals)) for v in np.ravel(model.intercept_))
+    ]
+    for j, shape in enumerate(model.shapes_):
+        name = grid.feature_name(j)
+        categorical = grid.categories[j] is not None
+        for k, (label, row) in enumerate(
+            zip(_bin_labels(grid, j, shape.shape[0], decimals), shape)
+        ):
+            scores = ", ".join(str(round(float(v), decimals)) for v in row)
+            if k >= shape.shape[0] - _extra_codes(grid, j, shape.shape[0]):
+                test = f"{name} is missing"
+            elif categorical:
+                test = f"{name} == {label}"
+            elif label.startswith("("):
+                test = f"{name} in {label}"
+            else:
+                test = f"{name} {label}"
+            rules.append(f"{test} => {scores}")
+    return rules
+
+
+def _extra_codes(grid: Any, feature: int, n_codes: int) -> int:
+    """Codes past the grid's own: the missing-value code(s)."""
+    return n_codes - int(grid.n_bins[feature])
+
+
+def shapes_graphviz(model: Any, *, decimals: int = 3) -> str:
+    """Graphviz DOT: one record per feature listing its bins' scores, all feeding the sum."""
+    check_is_fitted(model, "shapes_")
+    grid = model.grid_
+
+    def esc(text: str) -> str:
+        return "".join("\\" + c if c in '{}|<>"\\' else c for c in text)
+
+    lines = ["digraph Additive {", 'node [shape=record, fontname="helvetica"];']
+    lines.append('sum [shape=ellipse, label="score = sum of the rows\' bins"];')
+    for j, shape in enumerate(model.shapes_):
+        cells = [
+            esc(f"{label}: {', '.join(str(round(float(v), decimals)) for v in row)}")
+            for label, row in zip(_bin_labels(grid, j, shape.shape[0], decimals), shape)
+        ]
+        lines.append(f'f{j} [label="{{{esc(grid.feature_name(j))}|{"|".join(cells)}}}"];')
+        lines.append(f"f{j} -> sum;")
+    lines.append("}")
+    return "\n".join(lines)

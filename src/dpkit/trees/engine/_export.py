@@ -19,11 +19,6 @@ from dpkit.trees.engine._growth import Tree
 def _resolve(model: Any, tree: int) -> tuple[Tree, FeatureGrid]:
     if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], Tree):
         return model[0], model[1]
-    if hasattr(model, "shapes_"):
-        raise InvalidParameterError(
-            "a boosted additive model has no tree to export: it is one shape function per "
-            "feature; print them with export_text(model) or read model.shapes_."
-        )
     if hasattr(model, "tree_") and hasattr(model, "grid_"):
         return model.tree_, model.grid_
     if hasattr(model, "trees_") and hasattr(model, "grid_"):
@@ -92,7 +87,15 @@ def export_text(model: Any, *, tree: int = 0, decimals: int = 3) -> str:
 
 
 def export_rules(model: Any, *, tree: int = 0, decimals: int = 3) -> list[str]:
-    """One rule per leaf: ``"MedInc > 5.03 / Latitude <= 37.9 => 2.41"`` (as in the decision-tree course project)."""
+    """One rule per leaf: ``"MedInc > 5.03 / Latitude <= 37.9 => 2.41"`` (as in the decision-tree course project).
+
+    A boosted additive model gives one rule per (feature, bin); a row's score is
+    the sum of the rules it meets.
+    """
+    if hasattr(model, "shapes_"):
+        from dpkit.trees.boosting.export import shape_rules
+
+        return shape_rules(model, decimals=decimals)
     t, grid = _resolve(model, tree)
     rules: list[str] = []
 
@@ -113,7 +116,15 @@ def _dot_escape(text: str) -> str:
 
 
 def export_graphviz(model: Any, *, tree: int = 0, decimals: int = 3) -> str:
-    """The tree in Graphviz DOT text (render with ``dot -Tpng``); no Graphviz needed to call it."""
+    """The tree in Graphviz DOT text (render with ``dot -Tpng``); no Graphviz needed to call it.
+
+    A boosted additive model is drawn as one record per feature (its bins and
+    scores) feeding the sum.
+    """
+    if hasattr(model, "shapes_"):
+        from dpkit.trees.boosting.export import shapes_graphviz
+
+        return shapes_graphviz(model, decimals=decimals)
     t, grid = _resolve(model, tree)
     lines = ["digraph Tree {", 'node [shape=box, style="rounded", fontname="helvetica"];']
     for node in range(t.n_nodes):
