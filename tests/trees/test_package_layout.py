@@ -79,10 +79,29 @@ def test_old_module_paths_still_work_and_say_they_are_deprecated(old: str, name:
     assert any(issubclass(w.category, DeprecationWarning) for w in caught)
 
 
-def test_every_estimator_takes_keyword_arguments_only_for_new_parameters() -> None:
-    """New estimators are keyword-only; the old ones keep their positional order (not broken)."""
+ESTIMATORS = [
+    dpkit.trees.DPDecisionTreeClassifier,
+    dpkit.trees.DPRandomForestClassifier,
+    dpkit.trees.DPDecisionTreeRegressor,
+    dpkit.trees.DPRandomForestRegressor,
+    dpkit.trees.DPGradientBoostingClassifier,
+    dpkit.trees.DPGradientBoostingRegressor,
+]
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_every_estimator_takes_its_parameters_by_name(cls: type) -> None:
     import inspect
 
-    for cls in (dpkit.trees.DPGradientBoostingClassifier, dpkit.trees.DPGradientBoostingRegressor):
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+    params = list(inspect.signature(cls).parameters.values())
+    assert params and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+    assert "accountant" in {p.name for p in params}
+
+
+@pytest.mark.parametrize(
+    "cls", [dpkit.trees.DPDecisionTreeClassifier, dpkit.trees.DPRandomForestClassifier]
+)
+def test_the_old_positional_calls_still_work_with_a_deprecation(cls: type) -> None:
+    with pytest.warns(FutureWarning, match="by position"):
+        model = cls(0.5)
+    assert model.epsilon == 0.5

@@ -32,7 +32,7 @@ from dpkit.trees.classification._tree import (
 from dpkit.trees.engine._budget import BudgetPlan, randomness
 from dpkit.trees.engine._growth import Tree, split_roots
 from dpkit.trees.engine._privacy import fit_paid, plan_report
-from dpkit.trees.engine._sklearn import check_fraction, check_positive_int
+from dpkit.trees.engine._sklearn import check_fraction, check_positive_int, keyword_only
 
 PARTITIONS = ("disjoint", "shared")
 ROWS_EPSILON_PER_TREE = 50_000.0
@@ -91,8 +91,10 @@ class DPRandomForestClassifier(DPClassifierBase):
     ``privacy_``.
     """
 
+    @keyword_only
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         n_estimators: int | str = "auto",
         max_depth: int | str = "auto",

@@ -18,7 +18,7 @@ from dpkit.trees.classification._spec import ClassificationTreeSpec
 from dpkit.trees.engine._budget import BudgetPlan, randomness
 from dpkit.trees.engine._growth import Tree, apply
 from dpkit.trees.engine._privacy import fit_paid, plan_report
-from dpkit.trees.engine._sklearn import check_fraction, check_max_depth
+from dpkit.trees.engine._sklearn import check_fraction, check_max_depth, keyword_only
 
 #: leaf_share=None picks these (measured, docs/trees-classification.md).
 DEFAULT_LEAF_SHARE = {"greedy": Fraction(3, 10), "id3": Fraction(1, 4), "random": Fraction(1)}
@@ -138,8 +138,10 @@ class DPDecisionTreeClassifier(DPClassifierBase):
     counts of the leaves), ``max_depth_``, ``privacy_`` (the budget split).
     """
 
+    @keyword_only
     def __init__(
         self,
+        *,
         epsilon: float = 1.0,
         max_depth: int | str = "auto",
         bounds: Any = None,

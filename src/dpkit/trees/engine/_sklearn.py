@@ -8,7 +8,11 @@ looks at data values except to refuse NaN/inf, and no message contains one.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +24,27 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid, split_columns
+
+
+def keyword_only(init: Callable[..., None]) -> Callable[..., None]:
+    """For an ``__init__`` whose parameters are keyword-only: still accept the old positional
+    calls (in the parameters' order), with a FutureWarning, so that scripts do not break."""
+    names = list(inspect.signature(init).parameters)[1:]
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            given = names[: len(args)]
+            warnings.warn(
+                f"passing {given} by position to {type(self).__name__} is deprecated and will "
+                "stop working; pass every parameter by name (e.g. epsilon=1.0).",
+                FutureWarning,
+                stacklevel=2,
+            )
+            kwargs.update(zip(given, args))
+        init(self, **kwargs)
+
+    return wrapper
 
 
 def check_positive_int(value: object, name: str, *, minimum: int = 1, hint: str = "") -> int:
