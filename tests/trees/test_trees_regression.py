@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpkit.reproduce._paper_trees import _sae, paper_mse
 from dpkit.trees.engine._budget import randomness
 from dpkit.trees.engine._growth import (
     apply,
@@ -18,11 +19,9 @@ from dpkit.trees.engine._growth import (
 )
 from dpkit.trees.regression._criteria import (
     RegressionTreeSpec,
-    _sae,
     fit_regression_tree,
     grid_median_leaves,
     noisy_leaf_stats,
-    paper_mse,
     regression_channels,
     shrunk_means,
     sse_gain,

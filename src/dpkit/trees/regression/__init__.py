@@ -2,7 +2,7 @@
 
 * ``_tree``: :class:`DPDecisionTreeRegressor`; ``_forest``: :class:`DPRandomForestRegressor`
   (partition forests, or private LAD boosting of trees in ``_boosting``).
-* ``_criteria``: size-free split utilities, private median leaves, and the
-  regression-tree paper's algorithms (kept for its reproduction in
-  :mod:`dpkit.reproduce.regression_paper`; not DP, labelled as such).
+* ``_criteria``: size-free split utilities, private median and mean leaves,
+  and the fit of one tree. The regression-tree paper's algorithms (not DP)
+  live with its reproduction, in :mod:`dpkit.reproduce._paper_trees`.
 """
