@@ -9,21 +9,24 @@ every feature once, in a random order (cyclic boosting, as DP-EBM, Nori et al.
 1. cut j's codes into at most ``max_leaf_nodes`` contiguous segments at
    random positions (data-independent; categorical codes and the missing code
    are segments of their own);
-2. release, with noise, the per-segment sums of the negative gradient
-   G = sum (y - p) and of the Hessian H = sum p (1 - p) of the log loss at the
-   current model;
-3. move every code of a segment by learning_rate * G / (max(H, 0) + lambda)
-   (a damped Newton step; lambda, the ``l2_regularization``, keeps segments
-   whose noisy Hessian is small from taking wild steps).
+2. release, with noise, the per-segment sums of the loss's negative gradient
+   G and Hessian H at the current model (log loss: G = sum (y - p),
+   H = sum p (1 - p); the regressor's losses: see ``SquaredLoss``);
+3. move the intercept by learning_rate * c, c = sum G / (sum H + lambda), and
+   every code of a segment by learning_rate * (G - c H) / (max(H, 0) + lambda):
+   a damped Newton step around the common move (lambda, the
+   ``l2_regularization``, keeps segments whose noisy Hessian is small from
+   taking wild steps). Both are computed from the release alone.
 
 Sensitivity of one release (add/remove one row): the row falls in exactly one
-segment. Its gradient vector has l2 norm^2 <= 1 (two classes: |p - y| <= 1)
-or <= 2 (K classes: sum_k (p_k - y_k)^2 = sum p_k^2 - 2 p_y + 1 <= 2), its
-Hessian vector l2 norm^2 <= 1/16 (two classes) or <= 1/4 (sum_k h_k^2 <=
-max_k h_k * sum_k h_k <= 1/4); l1 norms <= 1 + 1/4 or 2 + 1. The current
-model is a function of earlier releases only, so each row's (g, h) is a
-public transformation of that row at the time of the release, and the
-releases compose sequentially (adaptively) over rounds x features.
+segment. For the log loss its gradient vector has l2 norm^2 <= 1 (two
+classes: |p - y| <= 1) or <= 2 (K classes: sum_k (p_k - y_k)^2 =
+sum p_k^2 - 2 p_y + 1 <= 2), its Hessian vector l2 norm^2 <= 1/16 (two
+classes) or <= 1/4 (sum_k h_k^2 <= max_k h_k * sum_k h_k <= 1/4); l1 norms
+<= 1 + 1/4 or 2 + 1 (each loss states its bounds). The current model is a
+function of earlier releases only, so each row's (g, h) is a public
+transformation of that row at the time of the release, and the releases
+compose sequentially (adaptively) over rounds x features.
 """
 
 from __future__ import annotations
