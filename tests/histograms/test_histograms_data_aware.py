@@ -180,3 +180,41 @@ def test_dawa_partition_audit_within_epsilon_and_fails_when_broken() -> None:
     assert _partition_loss(2.0 * dawa_module.DEVIATION_SENSITIVITY, 20000) <= 1.0
     # A noise scale 8 times too small is caught.
     assert _partition_loss(0.5, 20000) > 1.0
+
+
+# -- end-to-end audits of Hb and AHP: the released estimate of the changed bin --------------
+
+
+def _released(method: str, counts: np.ndarray, epsilon: float, runs: int, seed: int) -> np.ndarray:
+    """The published estimate of bin 2 over many releases (fresh noise each time)."""
+    publish = {
+        "hb": lambda x, r: histograms.hb(x, epsilon, workload="ranges", rng=r),
+        "ahp": lambda x, r: histograms.ahp(x, epsilon, rng=r),
+    }[method]
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.array([publish(counts, rng).estimates[2] for _ in range(runs)])
+
+
+@pytest.mark.parametrize("method", ["hb", "ahp"])
+def test_hb_and_ahp_audits_pass_and_refute_a_broken_variant(method: str) -> None:
+    """Neighbouring unit counts (bin 2 differs by one row); the claim is epsilon = 1.
+
+    The broken variant releases with epsilon = 30 while claiming 1: the audit's
+    lower bound on the privacy loss must then exceed the claim.
+    """
+    from dpkit.audit import audit_samples
+
+    x = np.array([3.0, 0.0, 5.0, 1.0, 0.0, 0.0, 2.0, 4.0] * 4)
+    x_prime = x.copy()
+    x_prime[2] += 1.0
+    runs = 3000
+    honest = audit_samples(
+        _released(method, x, 1.0, runs, 1), _released(method, x_prime, 1.0, runs, 2), epsilon=1.0
+    )
+    assert honest.passed, honest
+    broken = audit_samples(
+        _released(method, x, 30.0, runs, 3), _released(method, x_prime, 30.0, runs, 4), epsilon=1.0
+    )
+    assert not broken.passed and broken.epsilon_lower_bound > 1.0, broken

@@ -13,6 +13,7 @@ function of n, epsilon and the workload only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,12 @@ def hb_choice(n: int, epsilon: float, workload: str = "ranges") -> int | None:
     """The branching Hb uses for n unit bins, or ``None`` for a flat (Laplace) histogram."""
     if workload not in WORKLOADS:
         raise InvalidParameterError(f"workload must be one of {', '.join(WORKLOADS)}.")
+    return _hb_choice(int(n), float(epsilon), workload)
+
+
+@functools.lru_cache(maxsize=256)
+def _hb_choice(n: int, epsilon: float, workload: str) -> int | None:
+    """Cached: a pure function of public parameters, costly for large n (variance sums)."""
     if n < 2:
         return None
     b = best_branching(n, epsilon, workload)
