@@ -145,18 +145,44 @@ def test_the_fit_charges_the_accountant_and_a_refused_fit_costs_nothing() -> Non
 def test_the_privacy_report_adds_up() -> None:
     X, y = _binary(1000)
     zcdp = DPGradientBoostingClassifier(
-        epsilon=1.0, max_iter=20, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, max_iter=20, max_leaf_nodes=8, bounds=BOUNDS, classes=[0, 1], random_state=0
     ).fit(X, y)
     report = zcdp.privacy_
     assert report.epsilon == 1.0 and report.delta == 1e-6
     assert report.neighbouring == "add/remove one row"
-    assert report.uses["segment_sums"] == 20 * 3
+    assert report.uses == {"segment_sums": 20 * 3}  # shapes given: no row count
     assert report.split["segment_sums"] * 60 <= report.rho * (1 + 1e-12)
     pure = DPGradientBoostingClassifier(
-        epsilon=1.0, delta=0.0, max_iter=20, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0,
+        delta=0.0,
+        max_iter=20,
+        max_leaf_nodes=8,
+        bounds=BOUNDS,
+        classes=[0, 1],
+        random_state=0,
     ).fit(X, y)
     assert pure.privacy_.delta == 0.0 and pure.privacy_.rho is None
     assert pure.privacy_.split["segment_sums"] * 60 == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+def test_auto_shapes_buy_a_row_count_and_the_parts_add_up(delta: float) -> None:
+    small_X, small_y = _binary(500)
+    small = DPGradientBoostingClassifier(
+        epsilon=1.0, delta=delta, bounds=BOUNDS, classes=[0, 1], random_state=0
+    ).fit(small_X, small_y)
+    big_X, big_y = _binary(6000)
+    big = DPGradientBoostingClassifier(
+        epsilon=1.0, delta=delta, bounds=BOUNDS, classes=[0, 1], random_state=0
+    ).fit(big_X, big_y)
+    assert (small.n_iter_, small.max_leaf_nodes_) == (20, 4)  # a few hundred rows
+    assert (big.n_iter_, big.max_leaf_nodes_) == (150, 8)
+    for model in (small, big):
+        report = model.privacy_
+        assert report.uses["row_count"] == 1
+        total = sum(report.split[k] * report.uses[k] for k in report.split)
+        budget = report.rho if delta > 0 else report.epsilon
+        assert total <= budget * (1 + 1e-9) and total >= budget * 0.999
 
 
 def test_noise_plans_never_spend_more_than_planned() -> None:

@@ -14,7 +14,7 @@ from dpkit.accounting.budget import Budget
 from dpkit.accounting.composition import largest_rho
 from dpkit.errors import InvalidParameterError
 from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
-from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan
+from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan, release
 from dpkit.trees.engine._budget import randomness
 from dpkit.trees.engine._grid import check_n_cuts
 from dpkit.trees.engine._privacy import PrivacyReport, fit_paid
@@ -22,6 +22,12 @@ from dpkit.trees.engine._sklearn import check_positive_int
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
 AUTO_L2_NOISE_MULTIPLE = 0.5
+#: max_iter / max_leaf_nodes="auto": this share of the budget buys a noisy row count ...
+AUTO_COUNT_SHARE = Fraction(1, 50)
+#: ... and below this many rows the fit uses SMALL_TABLE_SHAPE (rounds, segments): on a
+#: few hundred rows fewer, coarser releases rank better (docs/trees-boosting.md, "Small tables").
+SMALL_TABLE_ROWS = 2000.0
+SMALL_TABLE_SHAPE = (20, 4)
 
 
 def auto_learning_rate(epsilon: float) -> float:
@@ -76,10 +82,17 @@ class BoostingMixin:
         check_epsilon(self.epsilon)
         check_n_cuts(self.n_cuts)
         check_delta(self.delta)
-        check_positive_int(self.max_iter, "max_iter", hint=" (boosting rounds), e.g. 100")
-        check_positive_int(
-            self.max_leaf_nodes, "max_leaf_nodes", minimum=2, hint=" (segments per update), e.g. 8"
-        )
+        if not _is_auto(self.max_iter):
+            check_positive_int(
+                self.max_iter, "max_iter", hint=" (boosting rounds), e.g. 100, or 'auto'"
+            )
+        if not _is_auto(self.max_leaf_nodes):
+            check_positive_int(
+                self.max_leaf_nodes,
+                "max_leaf_nodes",
+                minimum=2,
+                hint=" (segments per update), e.g. 8, or 'auto'",
+            )
         if not _is_auto(self.learning_rate):
             check_number(
                 self.learning_rate,
@@ -97,49 +110,103 @@ class BoostingMixin:
                 hint="> 0 (rows' worth of Hessian added to every segment) or 'auto'",
             )
 
-    def _boosting_plan(
-        self, loss: Loss, n_bins: NDArray[np.int64], ordered: NDArray[np.int64]
-    ) -> BoostingPlan:
-        """Noise, cost, learning rate and lambda: from parameters and the schema only."""
+    #: (rounds, segments) that "auto" means on tables of SMALL_TABLE_ROWS rows or more.
+    _auto_shape: tuple[int, int] = (100, 8)
+
+    def _cost(self) -> Budget:
+        """The whole fit's cost, fixed before anything is read: (epsilon, delta[, rho])."""
         eps = exact(check_epsilon(self.epsilon))
         delta = check_delta(self.delta)
+        if delta > 0:
+            return Budget(eps, exact(delta), rho=largest_rho(eps, exact(delta)))
+        return Budget(eps)
+
+    def _count_share(self) -> Fraction:
+        """The budget share of the noisy row count: spent only when a shape is "auto"."""
+        return (
+            AUTO_COUNT_SHARE
+            if _is_auto(self.max_iter) or _is_auto(self.max_leaf_nodes)
+            else Fraction(0)
+        )
+
+    def _shape(self, n_hat: float | None) -> tuple[int, int]:
+        """(rounds, segments): the parameters, or the public rule of the noisy count n_hat."""
+        small = n_hat is not None and n_hat < SMALL_TABLE_ROWS
+        auto_rounds, auto_leaves = SMALL_TABLE_SHAPE if small else self._auto_shape
+        rounds = auto_rounds if _is_auto(self.max_iter) else int(self.max_iter)
+        leaves = auto_leaves if _is_auto(self.max_leaf_nodes) else int(self.max_leaf_nodes)
+        return rounds, leaves
+
+    def _boosting_plan(
+        self,
+        loss: Loss,
+        n_bins: NDArray[np.int64],
+        ordered: NDArray[np.int64],
+        shape: tuple[int, int],
+        share: Fraction,
+    ) -> BoostingPlan:
+        """Noise, learning rate and lambda for ``share`` of the cost: public inputs only."""
+        cost = self._cost()
         rate = (
-            auto_learning_rate(float(eps))
+            auto_learning_rate(cost.epsilon)
             if _is_auto(self.learning_rate)
             else float(self.learning_rate)
         )
-        count = int(self.max_iter) * int(n_bins.size)
-        size = release_size(n_bins, ordered, int(self.max_leaf_nodes), loss.n_outputs)
-        if delta > 0:
-            rho = largest_rho(eps, exact(delta))
-            noise = gaussian_plan(count, size, loss.l2_sensitivity, rho)
-            cost = Budget(eps, exact(delta), rho=rho)
+        rounds, leaves = shape
+        count = rounds * int(n_bins.size)
+        size = release_size(n_bins, ordered, leaves, loss.n_outputs)
+        if cost.delta > 0:
+            rho = cost.rho_exact
+            assert rho is not None
+            noise = gaussian_plan(count, size, loss.l2_sensitivity, rho * share)
         else:
-            noise = laplace_plan(count, size, loss.l1_sensitivity, eps)
-            cost = Budget(eps)
+            noise = laplace_plan(count, size, loss.l1_sensitivity, cost.epsilon_exact * share)
         lam = (
             AUTO_L2_NOISE_MULTIPLE * noise.std
             if _is_auto(self.l2_regularization)
             else float(self.l2_regularization)
         )
-        spec = CyclicSpec(int(self.max_iter), rate, int(self.max_leaf_nodes), max(lam, 1e-12))
+        spec = CyclicSpec(rounds, rate, leaves, max(lam, 1e-12))
         return BoostingPlan(spec, noise, cost, ordered, loss)
 
     def _fit_boosted(
         self,
-        plan: BoostingPlan,
+        loss: Loss,
         codes: NDArray[np.int16],
         targets: NDArray[np.float64],
         n_bins: NDArray[np.int64],
+        ordered: NDArray[np.int64],
         init: NDArray[np.float64],
         label: str,
     ) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
-        """Charge the plan's cost (the accountant), then fit; sets the fitted report attributes."""
+        """Charge the cost (the accountant), then fit; sets the fitted report attributes.
+
+        With an "auto" shape, ``AUTO_COUNT_SHARE`` of the budget first buys a noisy
+        count of the rows (sensitivity 1; discrete Gaussian or Laplace like every
+        other release), and the shape follows from it by a public rule
+        (post-processing); the rest pays for the segment sums. Both parts are
+        planned as exact fractions of the cost charged up front.
+        """
+        cost = self._cost()
+        count_share = self._count_share()
+        self._boosting_plan(loss, n_bins, ordered, self._shape(None), 1 - count_share)  # checks
         rnd = randomness(self.random_state)
 
-        def run() -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
+        def run() -> tuple[
+            tuple[NDArray[np.float64], list[NDArray[np.float64]]], BoostingPlan, Any
+        ]:
+            n_hat, count_plan = None, None
+            if count_share > 0:
+                if cost.delta > 0:
+                    assert cost.rho_exact is not None
+                    count_plan = gaussian_plan(1, 1, 1.0, cost.rho_exact * count_share)
+                else:
+                    count_plan = laplace_plan(1, 1, 1.0, cost.epsilon_exact * count_share)
+                rows = np.array([float(codes.shape[0])])
+                n_hat = float(release(count_plan, rows, draw(count_plan, rnd.mechanism)[0])[0])
+            plan = self._boosting_plan(loss, n_bins, ordered, self._shape(n_hat), 1 - count_share)
             noise = draw(plan.noise, rnd.mechanism)
-            return fit_cyclic(
+            fitted = fit_cyclic(
                 codes,
                 targets,
                 plan.loss,
@@ -151,19 +218,25 @@ class BoostingMixin:
                 noise,
                 rnd.numpy,
             )
+            return fitted, plan, count_plan
 
-        fitted = fit_paid(self.accountant, plan.cost, label, run)
+        fitted, plan, count_plan = fit_paid(self.accountant, cost, label, run)
         self.l2_regularization_ = plan.spec.l2_regularization
         self.learning_rate_ = plan.spec.learning_rate
         self.n_iter_ = plan.spec.max_iter
+        self.max_leaf_nodes_ = plan.spec.max_leaf_nodes
         zcdp = plan.noise.rho_each is not None
-        each = plan.noise.rho_each if zcdp else plan.noise.epsilon_each
+        split = {"segment_sums": float(_each(plan.noise))}
+        uses = {"segment_sums": plan.noise.count}
+        if count_plan is not None:
+            split["row_count"] = float(_each(count_plan))
+            uses["row_count"] = 1
         self.privacy_ = PrivacyReport(
-            epsilon=plan.cost.epsilon,
-            delta=plan.cost.delta,
-            rho=float(plan.cost.rho_exact or 0) if zcdp else None,
-            split={"segment_sums": float(each or Fraction(0))},
-            uses={"segment_sums": plan.noise.count},
+            epsilon=cost.epsilon,
+            delta=cost.delta,
+            rho=float(cost.rho_exact or 0) if zcdp else None,
+            split=split,
+            uses=uses,
             details={
                 "accounting": "zCDP" if zcdp else "pure epsilon",
                 "split_unit": "rho" if zcdp else "epsilon",
@@ -172,3 +245,9 @@ class BoostingMixin:
             },
         )
         return fitted
+
+
+def _each(plan: NoisePlan) -> Fraction:
+    """The cost of one release of a plan (rho or epsilon)."""
+    each = plan.rho_each if plan.rho_each is not None else plan.epsilon_each
+    return each if each is not None else Fraction(0)

@@ -61,10 +61,12 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     checks and before any row is read, so models and queries on one dataset
     share one budget.
 
-    Defaults (150 rounds, 64 bins, 8 segments, learning rate 0.05 sqrt(epsilon)
-    in [0.02, 0.1], lambda = 0.5 x the noise std) were measured on tables of
-    14,000+ rows; on a few hundred rows use ``max_iter=20, max_leaf_nodes=4``
-    (docs/trees-boosting.md, "Small tables").
+    Defaults: ``max_iter`` and ``max_leaf_nodes`` "auto" spend 1/50 of the
+    budget on a noisy row count n_hat (sensitivity 1) and take 150 rounds of 8
+    segments, or 20 rounds of 4 below 2,000 rows (a public rule; measured in
+    docs/trees-boosting.md, "Small tables"); 64 bins; learning rate
+    0.05 sqrt(epsilon) in [0.02, 0.1]; lambda = 0.5 x the noise std. Pass
+    integers to spend nothing on the count.
 
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
     ``feature_names_in_`` (DataFrames), ``shapes_`` (one array per feature, bins
@@ -77,9 +79,9 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        max_iter: int = 150,
+        max_iter: int | str = "auto",
         learning_rate: float | str = "auto",
-        max_leaf_nodes: int = 8,
+        max_leaf_nodes: int | str = "auto",
         l2_regularization: float | str = "auto",
         n_cuts: int = 63,
         bounds: Any = None,
@@ -105,6 +107,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
 
     # every category is a segment of its own: no cap needed (codes are int16)
     max_categories = 30_000
+    _auto_shape = (150, 8)
 
     def _check_common_params(self) -> None:
         check_missing(self.missing)
@@ -116,16 +119,16 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         codes, labels, n_bins, categorical = self._prepare_fit(X, y)
         ordered = np.where(categorical, 0, self.grid_.n_bins).astype(np.int64)
         loss = LogLoss(1 if self.n_classes_ <= 2 else self.n_classes_)
-        plan = self._boosting_plan(loss, n_bins, ordered)
         if loss.n_outputs == 1:
             targets = (labels == 1).astype(np.float64)[:, None]
         else:
             targets = np.eye(loss.n_outputs)[labels]
         self.intercept_, self.shapes_ = self._fit_boosted(
-            plan,
+            loss,
             codes,
             targets,
             n_bins,
+            ordered,
             np.zeros(loss.n_outputs),
             "DPGradientBoostingClassifier.fit",
         )

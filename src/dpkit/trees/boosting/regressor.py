@@ -86,6 +86,8 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         self.accountant = accountant
         self.random_state = random_state
 
+    _auto_shape = (100, 2)  # what "auto" means from 2,000 rows on (measured defaults)
+
     def fit(self, X: Any, y: ArrayLike) -> DPGradientBoostingRegressor:
         """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring)."""
         self._check_boosting_params()
@@ -101,16 +103,14 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
         n_bins = grid.n_bins
         ordered = np.where(grid.is_categorical, 0, n_bins).astype(np.int64)
-        plan = self._boosting_plan(
-            SquaredLoss(absolute=self.loss == "absolute_error"), n_bins, ordered
-        )
         self.grid_ = grid
         self.target_bounds_ = (lo, hi)
         self.intercept_, self.shapes_ = self._fit_boosted(
-            plan,
+            SquaredLoss(absolute=self.loss == "absolute_error"),
             codes,
             y_unit[:, None],
             n_bins,
+            ordered,
             np.array([0.5]),
             "DPGradientBoostingRegressor.fit",
         )
