@@ -8,8 +8,9 @@
 1. Accuracy (and AUC) on the same random 70/30 splits for every model, at
    epsilon in {0.1, 0.5, 1, 2, 5}: Titanic (``--titanic``, 20 splits), the
    breast-cancer data bundled with scikit-learn (20 splits) and a generated
-   census-like table of 50,000 rows (``make_mixed_table``, 3 splits).
-   Models: dpkit's tree and forest (defaults) and its other algorithms;
+   census-like table of 50,000 rows (``make_mixed_table``, 5 splits) and California
+   housing as a classification task (value above the median; ``--california``, 5 splits).
+   Models: dpkit's boosted classifier, tree and forest (defaults) and its other algorithms;
    diffprivlib's DecisionTreeClassifier, RandomForestClassifier and GaussianNB
    (in the isolated ``.venv-bench``, scikit-learn < 1.6, see
    ``benchmarks/requirements-peers.txt``; this same file runs there with
@@ -328,7 +329,7 @@ def load_datasets(
             nb,
             ["nominal" if c in MIXED_DOMAINS else "continuous" for c in Xm.columns],
             dict(MIXED_BOUNDS),
-            2 if quick else 3,
+            2 if quick else 5,
         )
     )
     if california is not None and california.exists():
@@ -344,7 +345,7 @@ def load_datasets(
                 nb,
                 ["continuous"] * Xh.shape[1],
                 dict(CALIFORNIA_BOUNDS),
-                2 if quick else 3,
+                2 if quick else 5,
             )
         )
     return out
