@@ -28,6 +28,7 @@ from dpkit.trees.regression._tree import (
     check_algorithm,
     check_depth,
     check_leaf,
+    check_payable,
 )
 
 FOREST_ALGORITHMS = ("boosting", "greedy", "random", "paper", "paper_total")
@@ -156,14 +157,10 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         n_split = check_positive_int(self.min_samples_split, "min_samples_split")
         n_leaf = check_positive_int(self.min_samples_leaf, "min_samples_leaf")
         lo, hi = check_target_bounds(self.target_bounds)
+        check_payable(algorithm, self.accountant)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
         codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
-        if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
-            raise InvalidParameterError(
-                f"algorithm={algorithm!r} is not differentially private, so no accountant can "
-                "pay for it; use a DP algorithm, or fit without accountant= to reproduce the paper."
-            )
 
         def grow() -> DPRandomForestRegressor:
             nonlocal n_trees, depth, lr

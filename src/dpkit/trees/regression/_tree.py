@@ -39,6 +39,15 @@ PAPER_WARNING = (
 )
 
 
+def check_payable(algorithm: str, accountant: Any) -> None:
+    """Refuse an accountant for the paper's algorithms: nothing can pay for a fit that is not DP."""
+    if algorithm in PAPER_ALGORITHMS and accountant is not None:
+        raise InvalidParameterError(
+            f"algorithm={algorithm!r} is not differentially private, so no accountant can "
+            "pay for it; use a DP algorithm, or fit without accountant= to reproduce the paper."
+        )
+
+
 def check_algorithm(algorithm: object, allowed: tuple[str, ...]) -> str:
     if algorithm not in allowed:
         raise InvalidParameterError(f"algorithm must be one of {list(allowed)}, got {algorithm!r}.")
@@ -175,14 +184,10 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         n_split = check_positive_int(self.min_samples_split, "min_samples_split")
         n_leaf = check_positive_int(self.min_samples_leaf, "min_samples_leaf")
         lo, hi = check_target_bounds(self.target_bounds)
+        check_payable(algorithm, self.accountant)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
         codes, y_unit = regression_rows(grid, columns, y_raw, lo, hi)
-        if algorithm in PAPER_ALGORITHMS and self.accountant is not None:
-            raise InvalidParameterError(
-                f"algorithm={algorithm!r} is not differentially private, so no accountant can "
-                "pay for it; use a DP algorithm, or fit without accountant= to reproduce the paper."
-            )
 
         def grow() -> DPDecisionTreeRegressor:
             nonlocal depth
