@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import typer
 
 import dpkit
-from dpkit.errors import DPKitError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _friendly(func: F) -> F:
-    """Print dpkit's own errors as one clear line (exit code 2), not a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DPKitError as err:
-            typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=2) from None
-
-    return wrapper  # type: ignore[return-value]
-
+from dpkit._cli_friendly import friendly as _friendly
 
 app = typer.Typer(
     help="dpkit: differentially private data analysis.",
@@ -458,6 +438,35 @@ def walkthrough_titanic(
 
     path = _public_data_path(public_data, "dpkit walkthrough titanic", data, "titanic.csv")
     run(path, epsilon=epsilon, splits=splits, seed=seed)
+
+
+@app.command()
+@_friendly
+def serve(
+    config: Path | None = typer.Option(
+        None, "--config", help="The service's configuration file (TOML; see docs/service.md)."
+    ),
+    demo: bool = typer.Option(False, "--demo", help="Serve the demo patients table."),
+    directory: Path = typer.Option(
+        Path(".dpkit-demo"), "--dir", help="Where --demo keeps its data, store and keys."
+    ),
+    host: str | None = typer.Option(None, help="Listen address (default: the config's)."),
+    port: int | None = typer.Option(None, help="Port (default: the config's, 8000)."),
+) -> None:
+    """Run the query service: analysts query over HTTP and never see rows."""
+    from dpkit.service._cli import serve as run
+
+    run(config, demo, directory, host, port)
+
+
+def _service_apps() -> None:
+    from dpkit.service._cli import admin_app, remote_app
+
+    app.add_typer(remote_app, name="remote")
+    app.add_typer(admin_app, name="admin")
+
+
+_service_apps()
 
 
 def main() -> None:

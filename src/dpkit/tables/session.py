@@ -1021,17 +1021,28 @@ class Session:
         query = validate(spec, self._context)
         return PlannedQuery(query, costing.label(query), query.epsilon, query.delta)
 
-    def answer(self, spec: QuerySpec) -> Result:
-        """Validate, cost, charge and execute one query spec; the release with the budget left."""
+    def answer(self, spec: QuerySpec, *, accountant: Any = None) -> Result:
+        """Validate, cost, charge and execute one query spec; the release with the budget left.
+
+        ``accountant`` pays instead of the session's own (an
+        :class:`~dpkit.accounting.Accountant`): the query service keeps one
+        session per table and charges each analyst's queries to that analyst's
+        grant. The order — validate, cost, charge, execute — is the same.
+        """
+        payer = self._accountant if accountant is None else accountant
+        from dpkit.accounting import Accountant
+
+        if not isinstance(payer, Accountant):
+            raise InvalidParameterError("accountant must be a dpkit.accounting.Accountant.")
         with self._lock:
             planned = self.prepare(spec)
             result = charge_and_run(
-                self._accountant,
+                payer,
                 costing.cost(planned.query),
                 planned.label,
                 lambda: execute(planned.query, self._engine, self._rng),
             )
-            return replace(result, remaining=self._accountant.remaining)
+            return replace(result, remaining=payer.remaining)
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).

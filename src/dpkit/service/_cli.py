@@ -1,0 +1,267 @@
+"""``dpkit serve``, ``dpkit remote ...`` (analysts) and ``dpkit admin ...`` (the data owner).
+
+Keys are read from ``--key`` or, better (shell history keeps command lines),
+from the environment: ``DPKIT_KEY`` for analysts, ``DPKIT_ADMIN_KEY`` for the
+admin. Nothing here reads data: ``remote`` sends queries to the service, which
+holds the rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from dpkit._cli_friendly import friendly
+from dpkit.errors import InvalidParameterError
+
+__all__ = ["admin_app", "remote_app", "serve"]
+
+remote_app = typer.Typer(
+    help="Query a dpkit service as an analyst (key from DPKIT_KEY or --key).",
+    no_args_is_help=True,
+)
+admin_app = typer.Typer(
+    help="Manage a dpkit service: analysts, keys, grants, audit (key from DPKIT_ADMIN_KEY).",
+    no_args_is_help=True,
+)
+
+_URL = typer.Option("http://127.0.0.1:8000", "--url", envvar="DPKIT_URL", help="The service.")
+_KEY = typer.Option(None, "--key", envvar="DPKIT_KEY", help="Your key (better: DPKIT_KEY).")
+_ADMIN = typer.Option(
+    None, "--key", envvar="DPKIT_ADMIN_KEY", help="The admin key (better: DPKIT_ADMIN_KEY)."
+)
+_OPS = ("<=", ">=", "!=", "==", "<", ">", "=")
+
+
+def serve(
+    config: Path | None, demo: bool, directory: Path, host: str | None, port: int | None
+) -> None:
+    """Start the service (Uvicorn) from a config file, or on the demo data."""
+    import uvicorn
+
+    from dpkit.service.app import create_app
+    from dpkit.service.config import load_config
+
+    console = Console(stderr=True)
+    if demo == (config is not None):
+        raise InvalidParameterError("give either --config FILE or --demo.")
+    if demo:
+        from dpkit.service.demo import build_demo
+
+        cfg, keys = build_demo(directory)
+        console.print(f"[bold]demo service[/] in {directory}/ (keys in {directory}/keys.json):")
+        for who, key in keys.items():
+            console.print(f"  {who:6} {key}")
+    else:
+        assert config is not None
+        cfg = load_config(config)
+    app = create_app(cfg)
+    where_host, where_port = host or cfg.host, cfg.port if port is None else port
+    console.print(f"open http://{where_host}:{where_port}/ (API reference at /docs)")
+    uvicorn.run(app, host=where_host, port=where_port, log_level="warning")
+
+
+def _client(url: str, key: str | None) -> Any:
+    from dpkit.client import Client
+
+    if not key:
+        raise InvalidParameterError("give your key with DPKIT_KEY=... (or --key).")
+    return Client(url, key)
+
+
+def _admin(url: str, key: str | None) -> Any:
+    from dpkit.client import AdminClient
+
+    if not key:
+        raise InvalidParameterError("give the admin key with DPKIT_ADMIN_KEY=... (or --key).")
+    return AdminClient(url, key)
+
+
+def _print(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+@remote_app.command("datasets")
+@friendly
+def remote_datasets(url: str = _URL, key: str | None = _KEY) -> None:
+    """The datasets your key may query, with their public schema and your budget."""
+    from dpkit.client import Client
+
+    client: Client = _client(url, key)
+    _print([client.dataset(n).info() for n in client.datasets()])
+
+
+@remote_app.command("query")
+@friendly
+def remote_query(
+    dataset: str = typer.Argument(..., help="The dataset's name."),
+    kind: str = typer.Argument(..., help="count, sum, mean, median, quantile, histogram, ..."),
+    column: str | None = typer.Argument(None, help="The column (none for count)."),
+    epsilon: float = typer.Option(..., help="The budget this query spends."),
+    bounds: str | None = typer.Option(None, help="Public bounds LO,HI (clip range)."),
+    where: list[str] | None = typer.Option(None, help="A filter, e.g. 'district==Ba Dinh'."),
+    group_by: list[str] | None = typer.Option(None, "--group-by", help="Group by a column."),
+    q: float | None = typer.Option(None, help="The quantile (quantile only)."),
+    bins: int | None = typer.Option(None, help="Number of equal-width bins (histogram)."),
+    delta: float | None = typer.Option(None, help="δ (private keys, Gaussian mechanisms)."),
+    private_keys: bool = typer.Option(False, "--private-keys", help="Select groups privately."),
+    twin: bool = typer.Option(False, "--twin", help="Ask the synthetic twin (free, not real)."),
+    cost: bool = typer.Option(False, "--cost", help="Only show the cost (dry run)."),
+    url: str = _URL,
+    key: str | None = _KEY,
+) -> None:
+    """One private query; prints the release as JSON."""
+    from dpkit.client import Client
+    from dpkit.service.encoding import budget_json, release_json
+    from dpkit.tables.specs import QuerySpec
+
+    params: dict[str, Any] = {"epsilon": epsilon}
+    if bounds is not None:
+        lo, _, hi = bounds.partition(",")
+        try:
+            params["bounds"] = (float(lo), float(hi))
+        except ValueError:
+            raise InvalidParameterError("--bounds is LO,HI, e.g. --bounds 0,120.") from None
+    if where:
+        params["where"] = [_condition(w) for w in where]
+    if group_by:
+        params["group_by"] = list(group_by)
+    if private_keys:
+        params["keys"] = "private"
+    for name, value in (("q", q), ("bins", bins), ("delta", delta)):
+        if value is not None:
+            params[name] = value
+    spec = QuerySpec.from_dict({"kind": kind, "column": column, **_where_json(params)})
+    client: Client = _client(url, key)
+    handle = client.dataset(dataset)
+    if cost:
+        _print(handle.cost(spec))
+        return
+    release = (handle.twin if twin else handle).answer(spec)
+    _print(
+        {
+            "twin": twin,
+            "release": release_json(release),
+            "remaining": budget_json(release.remaining),
+        }
+    )
+
+
+def _condition(text: str) -> list[Any]:
+    for op in _OPS:
+        if op in text:
+            column, _, raw = text.partition(op)
+            try:
+                value = json.loads(raw.strip())
+            except ValueError:
+                value = raw.strip()
+            return [column.strip(), "==" if op == "=" else op, value]
+    raise InvalidParameterError(
+        "cannot read the filter; write COLUMN==VALUE, COLUMN>=VALUE, COLUMN!=VALUE, ..."
+    )
+
+
+def _where_json(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+@remote_app.command("budget")
+@friendly
+def remote_budget(url: str = _URL, key: str | None = _KEY) -> None:
+    """What is left of each of your grants."""
+    from dpkit.client import Client
+
+    client: Client = _client(url, key)
+    table = Table("dataset", "ε left", "δ left")
+    for name, left in client.budget().items():
+        table.add_row(name, f"{left.epsilon:g}", f"{left.delta:g}")
+    Console().print(table)
+
+
+@remote_app.command("history")
+@friendly
+def remote_history(
+    dataset: str | None = typer.Option(None, help="Only this dataset."),
+    limit: int = typer.Option(20, help="How many, newest first."),
+    url: str = _URL,
+    key: str | None = _KEY,
+) -> None:
+    """Your own queries, newest first."""
+    from dpkit.client import Client
+
+    client: Client = _client(url, key)
+    _print(client.history(dataset, limit))
+
+
+@admin_app.command("hash-key")
+@friendly
+def admin_hash_key(
+    key: str | None = typer.Argument(None, help="A key to hash (default: make a new one)."),
+) -> None:
+    """Make a key and print it with the hash to put in the config (admin_key_hash, key_hash)."""
+    from dpkit.service.store import hash_key, make_key
+
+    new = key or make_key()
+    if key is None:
+        typer.echo(f"key:  {new}   (shown once; give it to its holder)")
+    typer.echo(f"hash: {hash_key(new)}")
+
+
+@admin_app.command("analysts")
+@friendly
+def admin_analysts(url: str = _URL, key: str | None = _ADMIN) -> None:
+    """Analysts, whether their key is active, and their grants."""
+    _print(_admin(url, key).analysts())
+
+
+@admin_app.command("add")
+@friendly
+def admin_add(name: str, url: str = _URL, key: str | None = _ADMIN) -> None:
+    """Add an analyst; prints their key (shown once)."""
+    typer.echo(_admin(url, key).add_analyst(name))
+
+
+@admin_app.command("rotate")
+@friendly
+def admin_rotate(name: str, url: str = _URL, key: str | None = _ADMIN) -> None:
+    """A new key for an analyst; the old one stops working."""
+    typer.echo(_admin(url, key).rotate(name))
+
+
+@admin_app.command("revoke")
+@friendly
+def admin_revoke(name: str, url: str = _URL, key: str | None = _ADMIN) -> None:
+    """Revoke an analyst's access for good."""
+    _admin(url, key).revoke(name)
+    typer.echo(f"revoked {name}")
+
+
+@admin_app.command("grant")
+@friendly
+def admin_grant(
+    analyst: str,
+    dataset: str,
+    epsilon: float = typer.Option(..., help="ε to add to the analyst's budget."),
+    delta: float = typer.Option(0.0, help="δ to add."),
+    url: str = _URL,
+    key: str | None = _ADMIN,
+) -> None:
+    """Add budget to an analyst's grant on a dataset (budgets only grow)."""
+    total = _admin(url, key).grant(analyst, dataset, epsilon, delta)
+    typer.echo(f"{analyst} on {dataset}: {total}")
+
+
+@admin_app.command("audit")
+@friendly
+def admin_audit(
+    limit: int = typer.Option(50, help="How many events, newest first."),
+    url: str = _URL,
+    key: str | None = _ADMIN,
+) -> None:
+    """The audit log."""
+    _print(_admin(url, key).audit(limit))

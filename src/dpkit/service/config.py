@@ -1,0 +1,470 @@
+"""The service's configuration file: datasets, analysts, grants and limits, checked at start-up.
+
+A TOML file (``dpkit serve --config service.toml``); a complete, commented
+example is ``examples/service.toml``. Paths are relative to the file. Every
+error stops start-up with :class:`ConfigError`, whose message names the line
+of the file and what to fix::
+
+    [service]
+    store = "service.db"                 # SQLite file, or a SQLAlchemy URL (postgresql+psycopg://...)
+    admin_key_hash = "Ab3dE5gH:9f86..."  # from `dpkit admin hash-key`
+
+    [datasets.patients]
+    source = "patients.csv"
+    types = { age = "DOUBLE", district = "VARCHAR" }
+    schema = "patients.schema.toml"      # or inline: [datasets.patients.columns.age] bounds = [0, 120]
+
+    [analysts.alice]                     # keys can also be issued later by the admin API
+
+    [[grants]]
+    analyst = "alice"
+    dataset = "patients"
+    epsilon = 1.0
+    delta = 1e-6
+
+Nothing in the file is read from data: column types, bounds and domains are
+what the data owner declares public (see :mod:`dpkit.tables.schema`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpkit.errors import DPKitError, InvalidParameterError
+from dpkit.tables.schema import Schema
+
+__all__ = [
+    "FORMATS",
+    "ConfigError",
+    "DatasetConfig",
+    "GrantConfig",
+    "Limits",
+    "ServiceConfig",
+    "load_config",
+    "parse_config",
+]
+
+FORMATS = ("csv", "parquet", "duckdb", "sqlite", "postgres", "spark")
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_SERVICE_KEYS = {
+    "store",
+    "admin_key_hash",
+    "host",
+    "port",
+    "requests_per_minute",
+    "max_request_bytes",
+    "query_timeout_seconds",
+    "min_response_seconds",
+    "twin_rows",
+    "level",
+    "seed",
+}
+_DATASET_KEYS = {
+    "description",
+    "source",
+    "format",
+    "table",
+    "types",
+    "schema",
+    "columns",
+    "privacy_unit",
+    "max_contributions",
+    "materialize",
+}
+
+
+class ConfigError(DPKitError):
+    """The service's configuration file is wrong; the message says where and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request limits. ``min_response_seconds`` pads every query's response time to a floor
+    (a timing side channel defence, see docs/service-attack-model.md)."""
+
+    requests_per_minute: int = 600
+    max_request_bytes: int = 64 * 1024
+    query_timeout_seconds: float = 60.0
+    min_response_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One table the service answers queries on, with its public metadata."""
+
+    name: str
+    source: str
+    format: str
+    types: Mapping[str, str] = field(default_factory=dict)
+    schema: Schema = field(default_factory=Schema)
+    table: str | None = None
+    description: str = ""
+    privacy_unit: str | None = None
+    max_contributions: int = 1
+    materialize: bool = True
+    line: int | None = None  # where the dataset is declared, for start-up errors
+
+
+@dataclass(frozen=True)
+class GrantConfig:
+    """A budget the data owner gives one analyst on one dataset (it only ever grows)."""
+
+    analyst: str
+    dataset: str
+    epsilon: float
+    delta: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The whole service: where the state lives, who may do what, and on which tables."""
+
+    store: str
+    datasets: Mapping[str, DatasetConfig]
+    analysts: Mapping[str, str | None] = field(default_factory=dict)  # name -> key hash
+    grants: tuple[GrantConfig, ...] = ()
+    admin_key_hash: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    limits: Limits = field(default_factory=Limits)
+    twin_rows: int = 1000
+    level: float = 0.95
+    seed: int | None = None  # tests only: fixes the noise (never for real answers)
+    path: Path | None = None
+
+
+def load_config(path: str | Path) -> ServiceConfig:
+    """Read and check a service configuration file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"there is no configuration file at {str(p)!r}.")
+    return parse_config(p.read_text(encoding="utf-8"), base=p.parent, name=str(p))
+
+
+def parse_config(text: str, *, base: Path, name: str = "the configuration") -> ServiceConfig:
+    """Parse the TOML ``text``; relative paths are taken from ``base``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{name} is not valid TOML: {err}.") from None
+    where = _Locator(text, name)
+    unknown = sorted(set(data) - {"service", "datasets", "analysts", "grants"})
+    if unknown:
+        raise where.error(
+            unknown[0],
+            None,
+            f"unknown section {unknown[0]!r}; the sections are [service], [datasets.NAME], "
+            "[analysts.NAME] and [[grants]]",
+        )
+    service = _table(data.get("service", {}), "service", where)
+    bad = sorted(set(service) - _SERVICE_KEYS)
+    if bad:
+        raise where.error(
+            "service", bad[0], f"unknown setting {bad[0]!r}; use one of {sorted(_SERVICE_KEYS)}"
+        )
+    datasets = {
+        n: _dataset(n, _table(d, f"datasets.{n}", where), base, where)
+        for n, d in _table(data.get("datasets", {}), "datasets", where).items()
+    }
+    if not datasets:
+        raise where.error(None, None, "no datasets: add a [datasets.NAME] table")
+    analysts: dict[str, str | None] = {}
+    for n, a in _table(data.get("analysts", {}), "analysts", where).items():
+        section = f"analysts.{n}"
+        _check_name(n, section, where, "an analyst")
+        a = _table(a, section, where)
+        extra = sorted(set(a) - {"key_hash"})
+        if extra:
+            raise where.error(section, extra[0], "an analyst takes only key_hash")
+        key_hash = a.get("key_hash")
+        if key_hash is not None and not _is_key_hash(key_hash):
+            raise where.error(
+                section,
+                "key_hash",
+                "key_hash must be what `dpkit admin hash-key` prints (KEYID:SHA256HEX)",
+            )
+        analysts[n] = key_hash
+    grants = _grants(data.get("grants", []), datasets, analysts, where)
+    admin = service.get("admin_key_hash")
+    if admin is not None and not _is_key_hash(admin):
+        raise where.error(
+            "service",
+            "admin_key_hash",
+            "admin_key_hash must be what `dpkit admin hash-key` prints (KEYID:SHA256HEX)",
+        )
+    limits = Limits(
+        requests_per_minute=_int(service, "requests_per_minute", 600, 1, where),
+        max_request_bytes=_int(service, "max_request_bytes", 64 * 1024, 1024, where),
+        query_timeout_seconds=_number(service, "query_timeout_seconds", 60.0, where, low=0.1),
+        min_response_seconds=_number(service, "min_response_seconds", 0.0, where, low=0.0),
+    )
+    seed = service.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise where.error("service", "seed", "seed must be an integer (and only for tests)")
+    level = _number(service, "level", 0.95, where, low=0.5)
+    if level >= 1:
+        raise where.error("service", "level", "level must be below 1 (e.g. 0.95)")
+    return ServiceConfig(
+        store=_store(service.get("store", "service.db"), base, where),
+        datasets=datasets,
+        analysts=analysts,
+        grants=grants,
+        admin_key_hash=admin,
+        host=_text(service, "host", "127.0.0.1", where),
+        port=_int(service, "port", 8000, 0, where),
+        limits=limits,
+        twin_rows=_int(service, "twin_rows", 1000, 10, where),
+        level=level,
+        seed=seed,
+        path=base,
+    )
+
+
+# ------------------------------------------------------------------------------- sections
+
+
+def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> DatasetConfig:
+    section = f"datasets.{name}"
+    _check_name(name, section, where, "a dataset")
+    bad = sorted(set(d) - _DATASET_KEYS)
+    if bad:
+        raise where.error(
+            section, bad[0], f"unknown setting {bad[0]!r}; use one of {sorted(_DATASET_KEYS)}"
+        )
+    if "source" not in d:
+        raise where.error(section, None, "a dataset needs source = (a file path or URL)")
+    source = _text(d, "source", "", where, section)
+    fmt = d.get("format") or _format_of(source)
+    if fmt not in FORMATS:
+        raise where.error(
+            section,
+            "format" if "format" in d else "source",
+            f"cannot tell the format; set format = one of {list(FORMATS)}",
+        )
+    if fmt in ("csv", "parquet", "duckdb", "sqlite"):
+        path = (base / source).resolve()
+        if not path.exists() and not any(c in source for c in "*?["):
+            raise where.error(section, "source", f"the file {str(path)!r} does not exist")
+        source = str(path)
+    table = d.get("table")
+    if fmt in ("duckdb", "sqlite", "postgres") and not table:
+        raise where.error(section, None, f"a {fmt} dataset needs table = (the table's name)")
+    types = _table(d.get("types", {}), f"{section}.types", where)
+    if not all(isinstance(v, str) for v in types.values()):
+        raise where.error(section, "types", "types map column names to type names (text)")
+    if "schema" in d and "columns" in d:
+        raise where.error(section, "columns", "give schema = FILE or inline columns, not both")
+    try:
+        if "schema" in d:
+            schema_path = base / _text(d, "schema", "", where, section)
+            if not schema_path.is_file():
+                raise where.error(
+                    section, "schema", f"the schema file {str(schema_path)!r} does not exist"
+                )
+            schema = Schema.load(schema_path)
+        else:
+            schema = Schema.from_dict({"columns": d.get("columns", {})})
+    except InvalidParameterError as err:
+        raise where.error(section, "schema" if "schema" in d else "columns", str(err)) from None
+    if types and fmt == "csv":
+        unknown = sorted(set(schema.columns) - set(types))
+        if unknown:
+            raise where.error(
+                section,
+                "types",
+                f"the schema describes column {unknown[0]!r}, which types does not declare; "
+                "declare every column's type (types are public metadata)",
+            )
+    max_contributions = _int(d, "max_contributions", 1, 1, where, section)
+    return DatasetConfig(
+        name=name,
+        source=source,
+        format=fmt,
+        types=dict(types),
+        schema=schema,
+        table=table,
+        description=_text(d, "description", "", where, section),
+        privacy_unit=d.get("privacy_unit"),
+        max_contributions=max_contributions,
+        materialize=bool(d.get("materialize", True)),
+        line=where.line(section, None),
+    )
+
+
+def _grants(
+    raw: Any,
+    datasets: Mapping[str, DatasetConfig],
+    analysts: Mapping[str, str | None],
+    where: _Locator,
+) -> tuple[GrantConfig, ...]:
+    if not isinstance(raw, list):
+        raise where.error("grants", None, "write grants as [[grants]] tables")
+    out = []
+    seen = set()
+    for i, g in enumerate(raw):
+        section = f"grants#{i}"
+        if not isinstance(g, Mapping):
+            raise where.error(section, None, "each [[grants]] is a table")
+        extra = sorted(set(g) - {"analyst", "dataset", "epsilon", "delta"})
+        if extra:
+            raise where.error(
+                section, extra[0], "a grant takes analyst, dataset, epsilon and delta"
+            )
+        analyst, dataset = g.get("analyst"), g.get("dataset")
+        if analyst not in analysts:
+            raise where.error(
+                section,
+                "analyst",
+                "this grant names an analyst with no [analysts.NAME] table; add one",
+            )
+        if dataset not in datasets:
+            raise where.error(
+                section,
+                "dataset",
+                f"this grant names an unknown dataset; the datasets are {sorted(datasets)}",
+            )
+        if (analyst, dataset) in seen:
+            raise where.error(section, None, "a second grant for the same analyst and dataset")
+        seen.add((analyst, dataset))
+        eps = _number(g, "epsilon", None, where, section=section, low=0.0, strict=True)
+        delta = _number(g, "delta", 0.0, where, section=section, low=0.0)
+        if delta >= 1:
+            raise where.error(section, "delta", "delta must be below 1 (e.g. 1e-6)")
+        out.append(GrantConfig(str(analyst), str(dataset), eps, delta))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------- values
+
+
+def _table(value: Any, section: str, where: _Locator) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise where.error(section, None, f"[{section}] must be a table")
+    return dict(value)
+
+
+def _check_name(name: str, section: str, where: _Locator, what: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise where.error(
+            section, None, f"{what}'s name may use 1-64 letters, digits, '_', '.' or '-'"
+        )
+
+
+def _is_key_hash(value: object) -> bool:
+    return (
+        isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_-]{8}:[0-9a-f]{64}", value) is not None
+    )
+
+
+def _format_of(source: str) -> str:
+    lower = source.lower()
+    for suffix, fmt in ((".csv", "csv"), (".parquet", "parquet"), (".duckdb", "duckdb")):
+        if lower.endswith(suffix) or (fmt == "parquet" and lower.endswith(".pq")):
+            return fmt
+    if lower.endswith((".db", ".sqlite", ".sqlite3")):
+        return "sqlite"
+    if lower.startswith(("postgresql:", "postgres:")) or "dbname=" in lower:
+        return "postgres"
+    return ""
+
+
+def _store(value: Any, base: Path, where: _Locator) -> str:
+    if not isinstance(value, str) or not value:
+        raise where.error("service", "store", "store is a SQLite file path or a SQLAlchemy URL")
+    if "://" in value:
+        return value
+    path = (base / value).resolve()
+    if not path.parent.is_dir():
+        raise where.error("service", "store", f"the directory {str(path.parent)!r} does not exist")
+    return f"sqlite:///{path}"
+
+
+def _text(
+    d: Mapping[str, Any], key: str, default: str, where: _Locator, section: str = "service"
+) -> str:
+    value = d.get(key, default)
+    if not isinstance(value, str):
+        raise where.error(section, key, f"{key} must be text")
+    return value
+
+
+def _int(
+    d: Mapping[str, Any],
+    key: str,
+    default: int,
+    low: int,
+    where: _Locator,
+    section: str = "service",
+) -> int:
+    value = d.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise where.error(section, key, f"{key} must be an integer >= {low}")
+    return value
+
+
+def _number(
+    d: Mapping[str, Any],
+    key: str,
+    default: float | None,
+    where: _Locator,
+    section: str = "service",
+    *,
+    low: float,
+    strict: bool = False,
+) -> float:
+    value = d.get(key, default)
+    if value is None:
+        raise where.error(section, None, f"{key} is missing")
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (strict and value <= low):
+        sign = ">" if strict else ">="
+        raise where.error(section, key, f"{key} must be a finite number {sign} {low}")
+    return float(value)
+
+
+class _Locator:
+    """Finds the line of a section or key in the TOML text, so errors can point at it."""
+
+    def __init__(self, text: str, name: str) -> None:
+        self.lines = text.splitlines()
+        self.name = name
+
+    def line(self, section: str | None, key: str | None) -> int | None:
+        if section is None:
+            return None
+        target, index = section, 0
+        if "#" in section:  # the i-th [[grants]] table
+            target, _, i = section.partition("#")
+            index = int(i)
+        header = re.compile(r"\s*\[\[?\s*" + re.escape(target) + r"(\.[^\]]*)?\s*\]\]?\s*(#.*)?$")
+        seen, start = -1, None
+        for n, line in enumerate(self.lines):
+            if header.match(line):
+                seen += 1
+                if seen == index:
+                    start = n
+                    break
+        if start is None:
+            return None
+        if key is None:
+            return start + 1
+        key_line = re.compile(r"\s*" + re.escape(key) + r"\s*[=.]")
+        for n in range(start + 1, len(self.lines)):
+            if re.match(r"\s*\[", self.lines[n]) and not self.lines[n].lstrip().startswith(
+                "[" + target
+            ):
+                break
+            if key_line.match(self.lines[n]):
+                return n + 1
+        return start + 1
+
+    def error(self, section: str | None, key: str | None, message: str) -> ConfigError:
+        line = self.line(section, key)
+        at = f"{self.name}, line {line}" if line else self.name
+        return ConfigError(f"{at}: {message}.")

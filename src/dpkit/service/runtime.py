@@ -1,0 +1,387 @@
+"""The service without HTTP: datasets, grants and one query path, each charge durable first.
+
+:class:`Runtime` owns one :class:`~dpkit.Session` per dataset (the table and
+its declared schema), its synthetic twin, and the :class:`~dpkit.service.store.Store`
+(analysts, grants, the per-grant ledger, answers, audit log). A query from an
+analyst goes through the session's own four steps — validate against the
+public schema, cost, charge, execute — with the analyst's grant as the payer
+(:meth:`dpkit.Session.answer` with ``accountant=``). So:
+
+* a query that does not fit the schema or the grant is refused before
+  anything is charged or read;
+* the charge is one committed database transaction (SQLite ``BEGIN
+  IMMEDIATE`` or a PostgreSQL row lock on the grant) *before* the release is
+  computed; the answer is stored after, and only then sent. A crash between
+  the two loses no charge and costs the analyst that charge (the answer was
+  never sent); a retry with the same ``Idempotency-Key`` is never charged
+  twice and never computes a second answer for one charge;
+* a retry of an answered request (same key) returns the stored answer:
+  post-processing, free, marked ``replayed``. A new request for the same
+  query is a new release and is charged again (see docs/service.md for why);
+* a failure after the charge is one generic error for every dataset, and the
+  charge stands.
+
+Neighbouring relation: the dataset's (add or remove one row, or one person's
+rows with a privacy unit); each analyst's answers on a dataset are
+(ε, δ)-DP with (ε, δ) their grant, by sequential composition of the charges
+the ledger records. Analysts who pool their answers compose: the data owner's
+total exposure on a dataset is the sum of its grants (``/api/v1/admin``
+shows them; the attack model discusses it).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import uuid
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dpkit.accounting import Accountant, Budget
+from dpkit.errors import DPKitError, InvalidParameterError, PrivacyWarning, ReleaseFailedError
+from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig
+from dpkit.service.encoding import budget_json, jsonable, release_json
+from dpkit.service.store import REQUEST_KEY, Store
+from dpkit.service.twin import synthetic_twin
+from dpkit.tables import Session
+from dpkit.tables.specs import QuerySpec
+
+__all__ = ["NotFound", "Pending", "Runtime", "open_dataset"]
+
+# The placeholder budget of each dataset's session: every real query pays from a grant.
+_NOBODY = Budget(1e-9)
+# Twin answers pay from a throwaway budget: the twin holds no personal data.
+_UNMETERED = Budget(1e9, 0.5)
+
+
+class Pending(DPKitError):
+    """A retried request whose charged answer is not stored (yet)."""
+
+
+class NotFound(InvalidParameterError):
+    """No such dataset for this analyst (the same answer whether others may use it or not)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the HTTP layer sends: the JSON body and whether the budget paid for it."""
+
+    body: dict[str, Any]
+    charged: bool
+
+
+def open_dataset(dc: DatasetConfig, *, seed: int | None = None, level: float = 0.95) -> Session:
+    """A session over one configured dataset (nothing is read but its header and column types)."""
+    options: dict[str, Any] = {
+        "accountant": Accountant(_NOBODY),
+        "schema": dc.schema,
+        "dataset": dc.name,
+        "level": level,
+        "rng": seed,
+    }
+    if dc.privacy_unit is not None:
+        options.update(privacy_unit=dc.privacy_unit, max_contributions=dc.max_contributions)
+    if dc.format == "csv":
+        return Session.from_csv(
+            dc.source,
+            types=dc.types,
+            infer_types=False,  # public means declared: undeclared columns are text
+            materialize=dc.materialize,
+            **options,
+        )
+    if dc.format == "parquet":
+        return Session.from_parquet(dc.source, **options)
+    if dc.format == "duckdb":
+        import duckdb
+
+        con = duckdb.connect(dc.source, read_only=True)
+        return Session.from_duckdb(str(dc.table), connection=con, **options)
+    if dc.format in ("sqlite", "postgres"):
+        return Session.from_sql(dc.source, str(dc.table), kind=dc.format, **options)
+    if dc.format == "spark":
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.master("local[2]").appName("dpkit-service").getOrCreate()
+        reader = spark.read.option("header", True)
+        frame = reader.csv(dc.source) if dc.source.endswith(".csv") else reader.parquet(dc.source)
+        if dc.types:
+            frame = frame.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in dc.types.items()])
+        return Session.from_spark(frame, **options)
+    raise ConfigError(f"unknown dataset format {dc.format!r}.")  # config checks it first
+
+
+class Runtime:
+    """The datasets, the store and the query path of one service process."""
+
+    def __init__(self, config: ServiceConfig, *, store: Store | None = None) -> None:
+        self.config = config
+        self.store = store or Store(config.store)
+        self.store.create()
+        if config.seed is not None:
+            warnings.warn(
+                "the service runs with a fixed noise seed: its answers are reproducible and "
+                "NOT private. Use seed only in tests.",
+                PrivacyWarning,
+                stacklevel=2,
+            )
+        self.sessions: dict[str, Session] = {}
+        self.twins: dict[str, Session] = {}
+        for name, dc in config.datasets.items():
+            self.sessions[name] = self._open(dc)
+        for name, dc in config.datasets.items():
+            self.twins[name] = self._twin(dc, self.sessions[name])
+        self._sync_config()
+        self._accountants: dict[tuple[str, str], tuple[Budget, Accountant]] = {}
+        self._lock = threading.Lock()
+
+    # -- start-up --------------------------------------------------------------------
+
+    def _open(self, dc: DatasetConfig) -> Session:
+        where = f"dataset {dc.name!r}" + (f" (line {dc.line})" if dc.line else "")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyWarning)  # the seed warning is given once
+                return open_dataset(dc, seed=self.config.seed, level=self.config.level)
+        except ConfigError:
+            raise
+        except Exception as err:  # start-up only: the data owner's own config, not an analyst
+            raise ConfigError(f"{where}: cannot open it: {err}") from None
+
+    def _twin(self, dc: DatasetConfig, real: Session) -> Session:
+        frame = synthetic_twin(
+            real.engine.column_types(),
+            real.schema,
+            rows=self.config.twin_rows,
+            seed=0,
+            privacy_unit=dc.privacy_unit,
+        )
+        options: dict[str, Any] = {}
+        if dc.privacy_unit is not None:
+            options.update(privacy_unit=dc.privacy_unit, max_contributions=dc.max_contributions)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyWarning)
+            return Session.from_pandas(
+                frame,
+                accountant=Accountant(_NOBODY),
+                schema=real.schema,
+                dataset=f"{dc.name} (synthetic twin)",
+                level=self.config.level,
+                rng=self.config.seed,
+                **options,
+            )
+
+    def _sync_config(self) -> None:
+        """Analysts and grants of the file become rows of the store (grants only grow)."""
+        for name, key_hash in self.config.analysts.items():
+            self.store.ensure_analyst(name, key_hash)
+        for g in self.config.grants:
+            want = Budget(g.epsilon, g.delta)
+            have = self.store.grant(g.analyst, g.dataset)
+            if have is None:
+                self.store.add_grant(g.analyst, g.dataset, g.epsilon, g.delta, actor="config")
+                continue
+            more_eps = max(want.epsilon_exact - have.epsilon_exact, Fraction(0))
+            more_delta = max(want.delta_exact - have.delta_exact, Fraction(0))
+            if more_eps or more_delta:
+                self.store.add_grant(g.analyst, g.dataset, more_eps, more_delta, actor="config")
+
+    # -- budgets ---------------------------------------------------------------------
+
+    def accountant(self, analyst: str, dataset: str) -> Accountant:
+        """The accountant of an analyst's grant on a dataset (404 without a grant)."""
+        if dataset not in self.sessions:
+            raise NotFound(_not_found(dataset))
+        grant = self.store.grant(analyst, dataset)
+        if grant is None:
+            raise NotFound(_not_found(dataset))
+        key = (analyst, dataset)
+        with self._lock:
+            cached = self._accountants.get(key)
+            if cached is not None and cached[0] == grant:
+                return cached[1]
+            # A grant that grew gets a new accountant over the same ledger rows.
+            acct = Accountant(grant, ledger=self.store.ledger(analyst, dataset), dataset=dataset)
+            self._accountants[key] = (grant, acct)
+            return acct
+
+    def budget(self, analyst: str, dataset: str) -> dict[str, Any]:
+        acct = self.accountant(analyst, dataset)
+        return {
+            **budget_json(acct.budget),
+            "spent": budget_json(acct.spent),
+            "remaining": budget_json(acct.remaining),
+        }
+
+    def datasets_for(self, analyst: str) -> list[str]:
+        return [d for d in self.store.grants(analyst) if d in self.sessions]
+
+    def describe(self, analyst: str, dataset: str) -> dict[str, Any]:
+        """A dataset's public metadata and the analyst's budget on it."""
+        budget = self.budget(analyst, dataset)  # NotFound first
+        session = self.sessions[dataset]
+        dc = self.config.datasets[dataset]
+        types = session.engine.column_types()
+        columns = {}
+        for column, type_name in types.items():
+            col = session.schema.columns.get(column)
+            columns[column] = {
+                "type": type_name,
+                "bounds": None if col is None else jsonable(col.bounds),
+                "domain": None if col is None else jsonable(col.domain),
+                "nulls": "drop" if col is None else col.nulls,
+            }
+        return {
+            "name": dataset,
+            "description": dc.description,
+            "columns": columns,
+            "privacy_unit": dc.privacy_unit,
+            "max_contributions": dc.max_contributions,
+            "budget": budget,
+        }
+
+    # -- queries ---------------------------------------------------------------------
+
+    def dry_run(self, analyst: str, dataset: str, query: Mapping[str, Any]) -> dict[str, Any]:
+        """A query's cost and whether the grant can pay it now: no data read, nothing charged."""
+        acct = self.accountant(analyst, dataset)
+        planned = self.sessions[dataset].prepare(QuerySpec.from_dict(query))
+        cost = Budget(planned.epsilon, planned.delta)
+        return {
+            "dataset": dataset,
+            "label": planned.label,
+            "epsilon": float(planned.epsilon),
+            "delta": float(planned.delta),
+            "affordable": acct.can_afford(cost),
+            "remaining": budget_json(acct.remaining),
+        }
+
+    def twin_rows(self, analyst: str, dataset: str, rows: int) -> list[dict[str, Any]]:
+        self.accountant(analyst, dataset)  # the same 404 as every other endpoint
+        frame = synthetic_twin(
+            self.sessions[dataset].engine.column_types(),
+            self.sessions[dataset].schema,
+            rows=rows,
+            seed=0,
+            privacy_unit=self.config.datasets[dataset].privacy_unit,
+        )
+        return [
+            {str(k): jsonable(v) for k, v in record.items()}
+            for record in frame.astype(object).where(frame.notna(), None).to_dict("records")
+        ]
+
+    def query(
+        self,
+        analyst: str,
+        dataset: str,
+        query: Mapping[str, Any],
+        *,
+        twin: bool = False,
+        request_key: str | None = None,
+    ) -> Answer:
+        """Answer one query for an analyst; see the module docstring for the order of steps."""
+        acct = self.accountant(analyst, dataset)
+        spec = QuerySpec.from_dict(query)
+        if twin:
+            result = self.twins[dataset].answer(spec, accountant=Accountant(_UNMETERED))
+            body = self._body(dataset, result, acct, twin=True, request_key=None)
+            return Answer(body, charged=False)
+        key = request_key or uuid.uuid4().hex
+        stored = self.store.find_answer(analyst, key)
+        session = self.sessions[dataset]
+        if stored is not None:
+            if stored.get("query") != spec.to_dict():
+                raise InvalidParameterError(_key_reused())
+            if stored["status"] != "answered" or stored["response"] is None:
+                raise ReleaseFailedError(_FAILED)
+            body = dict(stored["response"])
+            body.update(replayed=True, charged=False, remaining=budget_json(acct.remaining))
+            return Answer(body, charged=False)
+        planned = session.prepare(spec)  # public checks (400) before anything else
+        if self.store.charge_label(analyst, key) is not None:
+            # Charged under this key, no answer stored: the query is still running, or the
+            # process died between charge and answer (then the answer was never sent and the
+            # charge stands). Computing it again could release twice for one charge.
+            raise Pending(
+                "this request was charged and its answer is not stored yet: it is still "
+                "running, or the service stopped while answering it (then the answer was never "
+                "sent and the charge stands). Retry with the same Idempotency-Key shortly."
+            )
+        token = REQUEST_KEY.set(key)
+        try:
+            result = session.answer(spec, accountant=acct)
+        finally:
+            REQUEST_KEY.reset(token)
+        charged = True
+        body = self._body(dataset, result, acct, twin=False, request_key=key)
+        body["charged"] = charged
+        self.store.save_answer(
+            analyst,
+            key,
+            dataset=dataset,
+            query=spec.to_dict(),
+            status="answered",
+            response=body,
+            epsilon=planned.epsilon,
+            delta=planned.delta,
+        )
+        return Answer(body, charged=charged)
+
+    def record_failure(
+        self, analyst: str, dataset: str, query: Mapping[str, Any], request_key: str, status: str
+    ) -> None:
+        """Note a charged query that failed or timed out in the analyst's history."""
+        try:
+            spec = QuerySpec.from_dict(query).to_dict()
+        except InvalidParameterError:
+            spec = {}
+        self.store.save_answer(
+            analyst,
+            request_key,
+            dataset=dataset,
+            query=spec,
+            status=status,
+            response=None,
+            epsilon=0.0,
+            delta=0.0,
+        )
+
+    def _body(
+        self, dataset: str, result: Any, acct: Accountant, *, twin: bool, request_key: str | None
+    ) -> dict[str, Any]:
+        return {
+            "query_id": request_key,
+            "dataset": dataset,
+            "twin": twin,
+            "charged": not twin,
+            "replayed": False,
+            "release": release_json(result),
+            "remaining": budget_json(acct.remaining),
+        }
+
+
+_FAILED = (
+    "the release failed after its budget was charged; the charge stands. This message is the "
+    "same whatever the data."
+)
+
+
+def _not_found(dataset: str) -> str:
+    return (
+        "no dataset of that name is available to this key; GET /api/v1/datasets lists the "
+        "datasets you hold a grant on."
+    )
+
+
+def _key_reused() -> str:
+    return (
+        "this Idempotency-Key was used for another query; a key names one request: send a "
+        "new key for a new query."
+    )
+
+
+def new_key() -> str:
+    """A fresh random idempotency key (clients may send their own)."""
+    return secrets.token_hex(16)
