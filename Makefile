@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint typecheck unit java postgres scanners bench audit clean
+.PHONY: demo test lint typecheck unit java browser postgres scanners bench audit clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -29,14 +29,20 @@ java:
 	@command -v java >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
+# The web page's browser tests (tests/service/test_web.py) drive Debian's Chromium through
+# Playwright (no Playwright browser download): install it from the OS packages if missing.
+browser:
+	@[ -x /usr/bin/chromium ] || { \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests benchmarks
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-unit: $(VENV)/.installed-dev java
-	$(BIN)/python -m pytest -q
+unit: $(VENV)/.installed-dev java browser
+	DPKIT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q
 
 test: lint typecheck scanners unit
 

@@ -424,7 +424,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         if body.dataset not in rt.sessions:
             raise ApiError(404, "unknown_dataset", "no dataset of that name in this service.")
         total = await call(
-            rt.store.add_grant, body.analyst, body.dataset, body.epsilon, body.delta, actor="admin"
+            rt.add_grant, body.analyst, body.dataset, body.epsilon, body.delta, actor="admin"
         )
         return {"analyst": body.analyst, "dataset": body.dataset, **_budget(total)}
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ __all__ = ["NotFound", "Pending", "Runtime", "open_dataset"]
 
 # The placeholder budget of each dataset's session: every real query pays from a grant.
 _NOBODY = Budget(1e-9)
+_GRANT_TTL = 1.0  # seconds a grant read from the store is reused
 # Twin answers pay from a throwaway budget: the twin holds no personal data.
 _UNMETERED = Budget(1e9, 0.5)
 
@@ -134,7 +136,7 @@ class Runtime:
         for name, dc in config.datasets.items():
             self.twins[name] = self._twin(dc, self.sessions[name])
         self._sync_config()
-        self._accountants: dict[tuple[str, str], tuple[Budget, Accountant]] = {}
+        self._accountants: dict[tuple[str, str], tuple[Budget, Accountant, float]] = {}
         self._lock = threading.Lock()
 
     # -- start-up --------------------------------------------------------------------
@@ -194,18 +196,34 @@ class Runtime:
         """The accountant of an analyst's grant on a dataset (404 without a grant)."""
         if dataset not in self.sessions:
             raise NotFound(_not_found(dataset))
+        key = (analyst, dataset)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._accountants.get(key)
+        # Grants only grow (and are never withdrawn), so a grant read up to a second ago is
+        # safe to pay against: at worst a query is refused that a fresh read would admit.
+        if cached is not None and now - cached[2] < _GRANT_TTL:
+            return cached[1]
         grant = self.store.grant(analyst, dataset)
         if grant is None:
             raise NotFound(_not_found(dataset))
-        key = (analyst, dataset)
         with self._lock:
-            cached = self._accountants.get(key)
             if cached is not None and cached[0] == grant:
+                self._accountants[key] = (grant, cached[1], now)
                 return cached[1]
             # A grant that grew gets a new accountant over the same ledger rows.
             acct = Accountant(grant, ledger=self.store.ledger(analyst, dataset), dataset=dataset)
-            self._accountants[key] = (grant, acct)
+            self._accountants[key] = (grant, acct, now)
             return acct
+
+    def add_grant(
+        self, analyst: str, dataset: str, epsilon: float, delta: float, actor: str
+    ) -> Budget:
+        """Add to a grant (admin); this process sees the new total at once."""
+        total = self.store.add_grant(analyst, dataset, epsilon, delta, actor=actor)
+        with self._lock:
+            self._accountants.pop((analyst, dataset), None)
+        return total
 
     def budget(self, analyst: str, dataset: str) -> dict[str, Any]:
         acct = self.accountant(analyst, dataset)
@@ -286,7 +304,7 @@ class Runtime:
         spec = QuerySpec.from_dict(query)
         if twin:
             result = self.twins[dataset].answer(spec, accountant=Accountant(_UNMETERED))
-            body = self._body(dataset, result, acct, twin=True, request_key=None)
+            body = self._body(dataset, result, acct.remaining, twin=True, request_key=None)
             return Answer(body, charged=False)
         key = request_key or uuid.uuid4().hex
         stored = self.store.find_answer(analyst, key)
@@ -315,7 +333,8 @@ class Runtime:
         finally:
             REQUEST_KEY.reset(token)
         charged = True
-        body = self._body(dataset, result, acct, twin=False, request_key=key)
+        # the session read what is left after this charge, inside its lock
+        body = self._body(dataset, result, result.remaining, twin=False, request_key=key)
         body["charged"] = charged
         self.store.save_answer(
             analyst,
@@ -349,7 +368,7 @@ class Runtime:
         )
 
     def _body(
-        self, dataset: str, result: Any, acct: Accountant, *, twin: bool, request_key: str | None
+        self, dataset: str, result: Any, remaining: Budget, *, twin: bool, request_key: str | None
     ) -> dict[str, Any]:
         return {
             "query_id": request_key,
@@ -358,7 +377,7 @@ class Runtime:
             "charged": not twin,
             "replayed": False,
             "release": release_json(result),
-            "remaining": budget_json(acct.remaining),
+            "remaining": budget_json(remaining),
         }
 
 
