@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint typecheck unit java browser postgres scanners bench audit clean
+.PHONY: demo serve test lint typecheck unit java browser postgres scanners bench audit clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -23,6 +23,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 
 demo: $(VENV)/.installed
 	$(BIN)/dpkit demo
+
+# The query service on the demo table (keys are printed; data, store and keys in .dpkit-demo/).
+serve: $(VENV)/.installed
+	$(BIN)/dpkit serve --demo
 
 # PySpark (the distributed engine) needs a Java runtime: install it from the OS packages if missing.
 java:
@@ -41,8 +45,8 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-unit: $(VENV)/.installed-dev java browser
-	DPKIT_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q
+unit: $(VENV)/.installed-dev java browser postgres
+	DPKIT_REQUIRE_BROWSER=1 DPKIT_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q
 
 test: lint typecheck scanners unit
 

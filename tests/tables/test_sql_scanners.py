@@ -7,21 +7,16 @@ version), so it is skipped under the main venv; ``make scanners`` runs it with
 DuckDB 1.4.4 and ``duckdb-ext-sqlite``/``duckdb-ext-postgres`` and sets
 ``DPKIT_REQUIRE_SCANNERS=1``, which turns every skip here into a failure.
 
-The PostgreSQL tests start a throwaway server (``initdb`` + ``pg_ctl``) in a
-temporary directory, listening on a Unix socket only, as the ``postgres`` OS
-user when running as root; it is stopped and removed at teardown.
+The PostgreSQL tests start a throwaway server (``tests/_postgres.py``: ``initdb`` +
+``pg_ctl`` in a temporary directory, listening on a Unix socket only, as the
+``postgres`` OS user when running as root); it is stopped and removed at teardown.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
-import pwd
-import shutil
 import sqlite3
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _postgres import Postgres, PostgresUnavailable
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.tables import Session
 from dpkit.tables.engines.duckdb_engine import connect
@@ -227,153 +223,6 @@ def test_explicit_extension_directory(sqlite_db: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ PostgreSQL
 
 
-def _pg_bindir() -> Path | None:
-    found = shutil.which("initdb")
-    if found and shutil.which("pg_ctl"):
-        return Path(os.path.realpath(found)).parent
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
-    )
-    return Path(candidates[-1]).parent if candidates else None
-
-
-def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, check=True, text=True, timeout=120, **kwargs)
-
-
-class _Postgres:
-    """A throwaway PostgreSQL server on a Unix socket in a temporary directory."""
-
-    def __init__(self, bindir: Path) -> None:
-        self.bindir = bindir
-        self.as_user: list[str] = []
-        root = os.geteuid() == 0
-        # as root the server runs as `postgres`, which must reach the directory: not under /root
-        self.dir = Path(tempfile.mkdtemp(prefix="dpkit-pg-", dir="/tmp" if root else None))
-        if root:
-            try:
-                user = pwd.getpwnam("postgres")
-            except KeyError:
-                shutil.rmtree(self.dir)
-                _unavailable("running as root and there is no 'postgres' OS user for the server")
-            runuser = shutil.which("runuser") or "runuser"
-            os.chown(self.dir, user.pw_uid, user.pw_gid)
-            self.as_user = [runuser, "-u", "postgres", "--"]
-        self.data = self.dir / "data"
-        self.log = self.dir / "server.log"
-        self.started = False
-
-    def dsn(self) -> str:
-        return f"host={self.dir} port=5432 user=dpkit dbname=postgres"
-
-    def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-        _run(
-            [
-                *self.as_user,
-                str(self.bindir / "initdb"),
-                "-D",
-                str(self.data),
-                "-U",
-                "dpkit",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ],
-            cwd=self.dir,
-            env=env,
-            capture_output=True,
-        )
-        with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write(
-                "\nlisten_addresses = ''\n"  # no TCP at all
-                f"unix_socket_directories = '{self.dir}'\n"
-                "port = 5432\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
-            )
-        # the server is a daemon: no pipes it could keep open, its output goes to the log
-        result = subprocess.run(
-            [
-                *self.as_user,
-                str(self.bindir / "pg_ctl"),
-                "-D",
-                str(self.data),
-                "-l",
-                str(self.log),
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            cwd=self.dir,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=120,
-            check=False,
-        )
-        self.started = True
-        if result.returncode != 0:
-            log = self.log.read_text() if self.log.exists() else ""
-            raise RuntimeError(f"pg_ctl start failed ({result.returncode}):\n{log[-2000:]}")
-
-    def psql(self, sql: str) -> str:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-        out = _run(
-            [
-                str(self.bindir / "psql"),
-                "-h",
-                str(self.dir),
-                "-p",
-                "5432",
-                "-U",
-                "dpkit",
-                "-d",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-X",
-                "-q",
-                "-A",
-                "-t",
-                "-f",
-                "-",
-            ],
-            input=sql,
-            env=env,
-            capture_output=True,
-            cwd=self.dir,
-        )
-        return out.stdout.strip()
-
-    def stop(self) -> None:
-        try:
-            if self.started:
-                subprocess.run(
-                    [
-                        *self.as_user,
-                        str(self.bindir / "pg_ctl"),
-                        "-D",
-                        str(self.data),
-                        "-m",
-                        "fast",
-                        "-w",
-                        "-t",
-                        "60",
-                        "stop",
-                    ],
-                    cwd=self.dir,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=120,
-                    check=False,
-                )
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def _sql_value(v: Any) -> str:
     if v is None:
         return "NULL"
@@ -383,13 +232,13 @@ def _sql_value(v: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def postgres(frame: pd.DataFrame) -> Iterator[_Postgres]:
+def postgres(frame: pd.DataFrame) -> Iterator[Postgres]:
     if not _loads("postgres"):
         _unavailable(f"DuckDB {duckdb.__version__}'s postgres scanner extension cannot be loaded")
-    bindir = _pg_bindir()
-    if bindir is None:
-        _unavailable("no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql")
-    server = _Postgres(bindir)
+    try:
+        server = Postgres()
+    except PostgresUnavailable as err:
+        _unavailable(str(err))
     try:
         server.start()
         values = ",\n".join("(" + ", ".join(map(_sql_value, r)) + ")" for r in _rows(frame))
@@ -406,7 +255,7 @@ def postgres(frame: pd.DataFrame) -> Iterator[_Postgres]:
 _PG_DIGEST = "SELECT count(*), md5(string_agg(p::text, '|' ORDER BY id)) FROM people p;"
 
 
-def test_postgres_scanner_answers(postgres: _Postgres, frame: pd.DataFrame) -> None:
+def test_postgres_scanner_answers(postgres: Postgres, frame: pd.DataFrame) -> None:
     before = postgres.psql(_PG_DIGEST)
     assert before.startswith(f"{len(frame)}|")
     s = Session.from_sql(postgres.dsn(), "people", kind="postgres", epsilon=20.0, rng=5, level=0.99)
@@ -422,7 +271,7 @@ def test_postgres_scanner_answers(postgres: _Postgres, frame: pd.DataFrame) -> N
     assert postgres.psql(_PG_DIGEST) == before
 
 
-def test_postgres_scanner_errors(postgres: _Postgres, tmp_path: Path) -> None:
+def test_postgres_scanner_errors(postgres: Postgres, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="could not read table 'nope' from the PostgreSQL") as e:
         Session.from_sql(postgres.dsn(), "nope", kind="postgres", epsilon=1.0)
     assert SECRET not in str(e.value) and e.value.__context__ is None

@@ -173,7 +173,9 @@ class Accountant:
     * ``ledger``: None keeps the history in memory (it lasts as long as this
       object); a path keeps it in a SQLite file shared by every process and
       restart, so a spent budget stays spent. The file records the budget and
-      cannot be reopened with another one.
+      cannot be reopened with another one. An object implementing
+      :class:`~dpkit.accounting.ledger.Ledger` (``read``, ``write``, ``close``;
+      e.g. the query service's per-grant ledger) is used as is.
     * ``timeout``: seconds to wait for another process holding the ledger.
     * ``dataset``: the identity of the dataset the budget guards (a name, or
       the data file's path). A ledger records it when created and refuses to
@@ -210,7 +212,7 @@ class Accountant:
     def __init__(
         self,
         budget: Budget | Amount,
-        ledger: str | os.PathLike[str] | None = None,
+        ledger: str | os.PathLike[str] | Ledger | None = None,
         *,
         timeout: float = 30.0,
         composition: Composition = "basic",

@@ -512,17 +512,27 @@ def _same_budget(a: Budget, b: Budget) -> bool:
 
 
 def open_ledger(
-    ledger: str | os.PathLike[str] | None,
+    ledger: str | os.PathLike[str] | Ledger | None,
     budget: Budget,
     composition: str,
     timeout: float,
     dataset: str | None = None,
 ) -> Ledger:
-    """A MemoryLedger for None, else the SQLite ledger at that path (created if absent)."""
+    """A MemoryLedger for None, the SQLite ledger at a path (created if absent), or a
+    :class:`Ledger` object as is (e.g. the query service's per-grant ledger)."""
     if ledger is None:
         return MemoryLedger()
-    if not isinstance(ledger, str | os.PathLike):
-        raise InvalidParameterError(
-            f"ledger must be a file path or None, got an object of type {type(ledger).__name__}."
-        )
-    return SqliteLedger(ledger, budget, composition, timeout, dataset)
+    if isinstance(ledger, str | os.PathLike):
+        return SqliteLedger(ledger, budget, composition, timeout, dataset)
+    if all(callable(getattr(ledger, name, None)) for name in ("read", "write", "close")):
+        guards = getattr(ledger, "dataset", None)
+        if dataset is not None and guards is not None and guards != dataset:
+            raise LedgerError(
+                f"this ledger guards the dataset {guards!r}, not {dataset!r}; use the "
+                "ledger made for this dataset."
+            )
+        return ledger
+    raise InvalidParameterError(
+        "ledger must be a file path or None, or an object with read, write and close (a "
+        f"Ledger); got an object of type {type(ledger).__name__}."
+    )
