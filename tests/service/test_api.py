@@ -329,3 +329,65 @@ def test_spent_budget_survives_a_restart(demo: Any) -> None:
         assert _ask(first, keys["bob"], MEAN).status_code == 200
     again = TestClient(create_app(config))  # a new process on the same store
     assert _ask(again, keys["bob"], MEAN).status_code == 403
+
+
+def test_the_whole_api_on_a_postgresql_store(demo: Any, fresh_postgres_url: str) -> None:
+    config, keys = demo
+    http = TestClient(create_app(dataclasses.replace(config, store=fresh_postgres_url)))
+    for _ in range(5):
+        assert _ask(http, keys["bob"], MEAN).status_code == 200
+    assert _ask(http, keys["bob"], MEAN).json()["error"]["code"] == "budget_exceeded"
+    history = http.get("/api/v1/history", headers=_auth(keys["bob"])).json()["queries"]
+    assert [h["status"] for h in history] == ["answered"] * 5
+    again = TestClient(create_app(dataclasses.replace(config, store=fresh_postgres_url)))
+    assert _ask(again, keys["bob"], MEAN).status_code == 403  # spent stays spent
+
+
+def test_a_query_past_the_time_limit_is_504_and_its_answer_comes_later(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, keys = demo
+    quick = dataclasses.replace(
+        config, limits=dataclasses.replace(config.limits, query_timeout_seconds=0.2)
+    )
+    app = create_app(quick)
+    runtime = app.state.runtime
+    slow_once = {"left": 1}
+    original = runtime.sessions["patients"].answer
+
+    def slow_answer(spec: Any, **kwargs: Any) -> Any:
+        result = original(spec, **kwargs)  # charged and computed ...
+        if slow_once["left"]:
+            slow_once["left"] -= 1
+            time.sleep(0.6)  # ... but slower than the limit
+        return result
+
+    monkeypatch.setattr(runtime.sessions["patients"], "answer", slow_answer)
+    http = TestClient(app)
+    headers = {**_auth(keys["alice"]), "Idempotency-Key": "slow-1"}
+    late = http.post("/api/v1/datasets/patients/query", json={"query": MEAN}, headers=headers)
+    assert late.status_code == 504 and late.json()["error"]["code"] == "timeout"
+    time.sleep(0.8)  # the query finishes in the background and stores its answer
+    again = http.post("/api/v1/datasets/patients/query", json={"query": MEAN}, headers=headers)
+    assert again.status_code == 200 and again.json()["replayed"] is True
+    assert again.json()["remaining"]["epsilon"] == pytest.approx(0.9)  # charged once
+
+
+def test_a_retry_while_the_charged_query_runs_is_pending_not_charged(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, keys = demo
+    app = create_app(config)
+    store = app.state.runtime.store
+    http = TestClient(app)
+    # A charge under this request key with no stored answer: the state a crash between
+    # charge and answer leaves behind (or a query still running).
+    monkeypatch.setattr(store, "find_answer", lambda analyst, key: None)
+    monkeypatch.setattr(store, "charge_label", lambda analyst, key: "mean(age) in [0, 120]")
+    headers = {**_auth(keys["alice"]), "Idempotency-Key": "crashed-1"}
+    response = http.post("/api/v1/datasets/patients/query", json={"query": MEAN}, headers=headers)
+    assert response.status_code == 409 and response.json()["error"]["code"] == "pending"
+    assert response.headers["retry-after"] == "1"
+    monkeypatch.undo()
+    left = http.get("/api/v1/budget", headers=_auth(keys["alice"])).json()["grants"][0]
+    assert left["remaining"]["epsilon"] == 1.0  # nothing charged, nothing computed

@@ -247,7 +247,7 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
             "format" if "format" in d else "source",
             f"cannot tell the format; set format = one of {list(FORMATS)}",
         )
-    if fmt in ("csv", "parquet", "duckdb", "sqlite"):
+    if fmt in ("csv", "parquet", "duckdb", "sqlite") or (fmt == "spark" and "://" not in source):
         path = (base / source).resolve()
         if not path.exists() and not any(c in source for c in "*?["):
             raise where.error(section, "source", f"the file {str(path)!r} does not exist")

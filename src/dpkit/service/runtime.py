@@ -110,7 +110,14 @@ def open_dataset(dc: DatasetConfig, *, seed: int | None = None, level: float = 0
         reader = spark.read.option("header", True)
         frame = reader.csv(dc.source) if dc.source.endswith(".csv") else reader.parquet(dc.source)
         if dc.types:
-            frame = frame.selectExpr(*[f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in dc.types.items()])
+            # TRY_CAST: a malformed cell is a missing value, never a failure after the charge
+            # (Spark's ANSI CAST would raise on one neighbour only). Undeclared columns stay text.
+            frame = frame.selectExpr(
+                *[
+                    f"TRY_CAST(`{c}` AS {dc.types[c]}) AS `{c}`" if c in dc.types else f"`{c}`"
+                    for c in frame.columns
+                ]
+            )
         return Session.from_spark(frame, **options)
     raise ConfigError(f"unknown dataset format {dc.format!r}.")  # config checks it first
 
