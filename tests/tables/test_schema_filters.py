@@ -126,3 +126,17 @@ def test_where_text_for_the_command_line() -> None:
         parse_where_text(["age"], KINDS)
     with pytest.raises(InvalidParameterError, match="filtered twice"):
         parse_where_text(["age>1", "age<3"], KINDS)
+
+
+def test_the_smallest_64_bit_integer_is_a_valid_literal() -> None:
+    import pandas as pd
+
+    from dpkit.tables import Session
+
+    frame = pd.DataFrame({"n": pd.array([-(2**63), 0, 5], dtype="Int64")})
+    s = Session.from_pandas(frame, epsilon=10.0, rng=1)
+    assert s.count(where={"n": -(2**63)}, epsilon=1.0).value is not None
+    with pytest.raises(InvalidParameterError, match="beyond 64 bits"):
+        s.count(where={"n": -(2**63) - 1}, epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="beyond 64 bits"):
+        s.count(where={"n": 2**63}, epsilon=1.0)

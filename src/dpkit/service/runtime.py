@@ -314,10 +314,11 @@ class Runtime:
             body = self._body(dataset, result, acct.remaining, twin=True, request_key=None)
             return Answer(body, charged=False)
         key = request_key or uuid.uuid4().hex
-        stored = self.store.find_answer(analyst, key)
+        # a key the client did not send cannot have been used: skip the look-ups
+        stored = None if request_key is None else self.store.find_answer(analyst, key)
         session = self.sessions[dataset]
         if stored is not None:
-            if stored.get("query") != spec.to_dict():
+            if stored.get("query") != spec.to_dict() or stored.get("dataset") != dataset:
                 raise InvalidParameterError(_key_reused())
             if stored["status"] != "answered" or stored["response"] is None:
                 raise ReleaseFailedError(_FAILED)
@@ -325,7 +326,7 @@ class Runtime:
             body.update(replayed=True, charged=False, remaining=budget_json(acct.remaining))
             return Answer(body, charged=False)
         planned = session.prepare(spec)  # public checks (400) before anything else
-        if self.store.charge_label(analyst, key) is not None:
+        if request_key is not None and self.store.charge_label(analyst, key) is not None:
             # Charged under this key, no answer stored: the query is still running, or the
             # process died between charge and answer (then the answer was never sent and the
             # charge stands). Computing it again could release twice for one charge.

@@ -60,7 +60,7 @@ def canonical(value: object, column: str, kind: ColumnKind, type_name: str, what
             raise _type_error(column, what, kind, "a number", value)
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidParameterError(f"a {what} for column {column!r} must be finite.")
-        if isinstance(value, int) and not -_INT_LIMIT < value < _INT_LIMIT:
+        if isinstance(value, int) and not -_INT_LIMIT <= value < _INT_LIMIT:
             raise InvalidParameterError(
                 f"a {what} for column {column!r} is an integer beyond 64 bits, which no stored "
                 "number can equal; use a smaller value."
