@@ -15,10 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 import dpkit
+from dpkit.accounting import Budget
 from dpkit.client import AdminClient, Client, ServiceError
 from dpkit.errors import BudgetExceededError, InvalidParameterError
 from dpkit.service.app import create_app
 from dpkit.service.demo import build_demo
+from dpkit.service.store import REQUEST_KEY
 from dpkit.tables import GroupedRelease
 
 MEAN = {"kind": "mean", "column": "age", "epsilon": 0.1, "bounds": [0, 120]}
@@ -373,21 +375,36 @@ def test_a_query_past_the_time_limit_is_504_and_its_answer_comes_later(
     assert again.json()["remaining"]["epsilon"] == pytest.approx(0.9)  # charged once
 
 
-def test_a_retry_while_the_charged_query_runs_is_pending_not_charged(
-    demo: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_retry_while_the_charged_query_runs_is_pending_not_charged(demo: Any) -> None:
     config, keys = demo
     app = create_app(config)
-    store = app.state.runtime.store
+    runtime = app.state.runtime
     http = TestClient(app)
     # A charge under this request key with no stored answer: the state a crash between
     # charge and answer leaves behind (or a query still running).
-    monkeypatch.setattr(store, "find_answer", lambda analyst, key: None)
-    monkeypatch.setattr(store, "charge_label", lambda analyst, key: "mean(age) in [0, 120]")
+    token = REQUEST_KEY.set("crashed-1")
+    try:
+        runtime.accountant("alice", "patients").charge(Budget(0.1), "mean(age) in [0, 120]")
+    finally:
+        REQUEST_KEY.reset(token)
     headers = {**_auth(keys["alice"]), "Idempotency-Key": "crashed-1"}
     response = http.post("/api/v1/datasets/patients/query", json={"query": MEAN}, headers=headers)
     assert response.status_code == 409 and response.json()["error"]["code"] == "pending"
     assert response.headers["retry-after"] == "1"
-    monkeypatch.undo()
     left = http.get("/api/v1/budget", headers=_auth(keys["alice"])).json()["grants"][0]
-    assert left["remaining"]["epsilon"] == 1.0  # nothing charged, nothing computed
+    assert left["remaining"]["epsilon"] == pytest.approx(0.9)  # charged once, never again
+    assert http.get("/api/v1/history", headers=_auth(keys["alice"])).json()["queries"] == []
+
+
+def test_a_retry_after_the_budget_ran_out_still_gets_its_answer(
+    http: TestClient, demo: Any
+) -> None:
+    _, keys = demo
+    spend_all = {**MEAN, "epsilon": 0.5}
+    headers = {**_auth(keys["bob"]), "Idempotency-Key": "last-one"}
+    first = http.post("/api/v1/datasets/patients/query", json={"query": spend_all}, headers=headers)
+    assert first.status_code == 200 and first.json()["remaining"]["epsilon"] == 0.0
+    retry = http.post("/api/v1/datasets/patients/query", json={"query": spend_all}, headers=headers)
+    assert retry.status_code == 200 and retry.json()["replayed"] is True
+    assert retry.json()["release"] == first.json()["release"]
+    assert _ask(http, keys["bob"], MEAN).json()["error"]["code"] == "budget_exceeded"

@@ -17,7 +17,7 @@ import hmac
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -188,20 +188,6 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         return _error(
             500, "internal", "the service failed to handle the request; nothing was released."
         )
-
-    @app.middleware("http")
-    async def _headers(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-        response = await call_next(request)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        if request.url.path.startswith("/api/"):
-            response.headers["Cache-Control"] = "no-store"
-        else:
-            response.headers["Content-Security-Policy"] = (
-                "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                "script-src 'self'; frame-ancestors 'none'"
-            )
-        return response
 
     # -- who is asking ---------------------------------------------------------------
 
@@ -448,7 +434,42 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
 def _limited(app: FastAPI, limit: int) -> FastAPI:
     app.add_middleware(_BodyLimit, limit=limit)
+    app.add_middleware(_SecurityHeaders)
     return app
+
+
+class _SecurityHeaders:
+    """Headers on every response: no sniffing, no referrer; API answers are never cached;
+    the page may load only its own scripts and styles. (Plain ASGI: cheaper than
+    Starlette's BaseHTTPMiddleware on every request.)"""
+
+    _COMMON = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"))
+    _API = ((b"cache-control", b"no-store"),)
+    _PAGE = (
+        (
+            b"content-security-policy",
+            b"default-src 'self'; img-src 'self' data:; style-src 'self'; "
+            b"script-src 'self'; frame-ancestors 'none'",
+        ),
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        extra = self._COMMON + (
+            self._API if str(scope.get("path", "")).startswith("/api/") else self._PAGE
+        )
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def _budget(b: Any) -> dict[str, float]:

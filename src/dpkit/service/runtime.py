@@ -38,14 +38,13 @@ import uuid
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError, PrivacyWarning, ReleaseFailedError
 from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig
 from dpkit.service.encoding import budget_json, jsonable, release_json
-from dpkit.service.store import REQUEST_KEY, Store
+from dpkit.service.store import REQUEST_KEY, DuplicateRequestError, Store
 from dpkit.service.twin import synthetic_twin
 from dpkit.tables import Session
 from dpkit.tables.specs import QuerySpec
@@ -187,15 +186,9 @@ class Runtime:
         for name, key_hash in self.config.analysts.items():
             self.store.ensure_analyst(name, key_hash)
         for g in self.config.grants:
-            want = Budget(g.epsilon, g.delta)
-            have = self.store.grant(g.analyst, g.dataset)
-            if have is None:
-                self.store.add_grant(g.analyst, g.dataset, g.epsilon, g.delta, actor="config")
-                continue
-            more_eps = max(want.epsilon_exact - have.epsilon_exact, Fraction(0))
-            more_delta = max(want.delta_exact - have.delta_exact, Fraction(0))
-            if more_eps or more_delta:
-                self.store.add_grant(g.analyst, g.dataset, more_eps, more_delta, actor="config")
+            self.store.add_grant(
+                g.analyst, g.dataset, g.epsilon, g.delta, actor="config", at_least=True
+            )
 
     # -- budgets ---------------------------------------------------------------------
 
@@ -314,34 +307,17 @@ class Runtime:
             body = self._body(dataset, result, acct.remaining, twin=True, request_key=None)
             return Answer(body, charged=False)
         key = request_key or uuid.uuid4().hex
-        # a key the client did not send cannot have been used: skip the look-ups
-        stored = None if request_key is None else self.store.find_answer(analyst, key)
-        session = self.sessions[dataset]
-        if stored is not None:
-            if stored.get("query") != spec.to_dict() or stored.get("dataset") != dataset:
-                raise InvalidParameterError(_key_reused())
-            if stored["status"] != "answered" or stored["response"] is None:
-                raise ReleaseFailedError(_FAILED)
-            body = dict(stored["response"])
-            body.update(replayed=True, charged=False, remaining=budget_json(acct.remaining))
-            return Answer(body, charged=False)
-        planned = session.prepare(spec)  # public checks (400) before anything else
-        if request_key is not None and self.store.charge_label(analyst, key) is not None:
-            # Charged under this key, no answer stored: the query is still running, or the
-            # process died between charge and answer (then the answer was never sent and the
-            # charge stands). Computing it again could release twice for one charge.
-            raise Pending(
-                "this request was charged and its answer is not stored yet: it is still "
-                "running, or the service stopped while answering it (then the answer was never "
-                "sent and the charge stands). Retry with the same Idempotency-Key shortly."
-            )
         token = REQUEST_KEY.set(key)
         try:
-            result = session.answer(spec, accountant=acct)
+            # validate, cost, charge (committed; refused first if this key was charged
+            # already), execute — the session's four steps, paid from the grant
+            result = self.sessions[dataset].answer(spec, accountant=acct)
+        except DuplicateRequestError:
+            return self._replay(analyst, dataset, spec, key, acct)
         finally:
             REQUEST_KEY.reset(token)
         charged = True
-        # the session read what is left after this charge, inside its lock
+        # the session read what is left after this charge
         body = self._body(dataset, result, result.remaining, twin=False, request_key=key)
         body["charged"] = charged
         self.store.save_answer(
@@ -351,10 +327,32 @@ class Runtime:
             query=spec.to_dict(),
             status="answered",
             response=body,
-            epsilon=planned.epsilon,
-            delta=planned.delta,
+            epsilon=result.epsilon,
+            delta=result.delta,
         )
         return Answer(body, charged=charged)
+
+    def _replay(
+        self, analyst: str, dataset: str, spec: QuerySpec, key: str, acct: Accountant
+    ) -> Answer:
+        """A request whose key was charged already: its stored answer, free; never a new one."""
+        stored = self.store.find_answer(analyst, key)
+        if stored is None:
+            # Charged, no answer stored: still running, or the process died between charge
+            # and answer (then the answer was never sent and the charge stands). Computing
+            # it again could release twice for one charge.
+            raise Pending(
+                "this request was charged and its answer is not stored yet: it is still "
+                "running, or the service stopped while answering it (then the answer was never "
+                "sent and the charge stands). Retry with the same Idempotency-Key shortly."
+            )
+        if stored.get("query") != spec.to_dict() or stored.get("dataset") != dataset:
+            raise InvalidParameterError(_key_reused())
+        if stored["status"] != "answered" or stored["response"] is None:
+            raise ReleaseFailedError(_FAILED)
+        body = dict(stored["response"])
+        body.update(replayed=True, charged=False, remaining=budget_json(acct.remaining))
+        return Answer(body, charged=False)
 
     def record_failure(
         self, analyst: str, dataset: str, query: Mapping[str, Any], request_key: str, status: str

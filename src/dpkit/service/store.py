@@ -67,6 +67,7 @@ __all__ = [
     "REQUEST_KEY",
     "Analyst",
     "ConflictError",
+    "DuplicateRequestError",
     "GrantLedger",
     "Store",
     "UnknownAnalystError",
@@ -89,6 +90,7 @@ _STATUSES = ("answered", "failed", "timeout")
 # Compared against when a key id is unknown, so that a miss costs what a hit costs.
 _DUMMY_DIGEST = hashlib.sha256(b"dpkit: no analyst has this key").hexdigest()
 _PG_SCHEMA_LOCK = 0x64706B73  # "dpks": serialises concurrent Store.create() on PostgreSQL
+_PG_REGISTRY_LOCK = 0x64706B72  # "dpkr": serialises new analysts and grants across processes
 
 
 # ---------------------------------------------------------------------------------
@@ -96,6 +98,10 @@ _PG_SCHEMA_LOCK = 0x64706B73  # "dpks": serialises concurrent Store.create() on 
 # ---------------------------------------------------------------------------------
 class ConflictError(DPKitError):
     """An admin change that contradicts the store: the analyst exists, or is revoked."""
+
+
+class DuplicateRequestError(LedgerError):
+    """A charge under a request key that was charged already (raised before any budget check)."""
 
 
 class UnknownAnalystError(ConflictError):
@@ -377,12 +383,19 @@ class Store:
             yield conn
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sa.Connection]:
-        """One write transaction; committed if the block does not raise, else rolled back."""
+    def _write(self, *, exclusive: bool = False) -> Iterator[sa.Connection]:
+        """One write transaction; committed if the block does not raise, else rolled back.
+
+        ``exclusive`` serialises it with every other exclusive writer (PostgreSQL: an
+        advisory lock; SQLite's ``BEGIN IMMEDIATE`` serialises all writers anyway), so that
+        read-then-insert steps (a new analyst, a new grant) cannot race between processes.
+        """
         with self._translate(), self._writer.begin() as conn:
             if self.dialect == "postgresql":
                 # a row lock held longer than this is reported, not waited for forever
                 conn.execute(sa.text(f"SET LOCAL lock_timeout = {int(self.timeout * 1000)}"))
+                if exclusive:
+                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_REGISTRY_LOCK)))
             yield conn
 
     def close(self) -> None:
@@ -461,7 +474,7 @@ class Store:
         key = make_key()
         key_id, digest = hash_key(key).split(":")
         taken = ConflictError(f"the analyst {name!r} exists already.")
-        with self._write() as conn:
+        with self._write(exclusive=True) as conn:
             if self._analyst_row(conn, name) is not None:
                 raise taken
             try:
@@ -496,7 +509,7 @@ class Store:
                     "key_hash must be what `dpkit admin hash-key` prints (KEYID:SHA256HEX)."
                 )
             key_id, digest = found.group(1), found.group(2)
-        with self._write() as conn:
+        with self._write(exclusive=True) as conn:
             row = self._analyst_row(conn, name)
             try:
                 if row is None:
@@ -574,16 +587,26 @@ class Store:
         return conn.execute(query).first()
 
     def add_grant(
-        self, analyst: str, dataset: str, epsilon: Amount, delta: Amount, actor: str
+        self,
+        analyst: str,
+        dataset: str,
+        epsilon: Amount,
+        delta: Amount,
+        actor: str,
+        *,
+        at_least: bool = False,
     ) -> Budget:
         """Add (ε, δ) to the analyst's grant on the dataset (created if absent); the new total.
 
-        A grant never shrinks: spent budget stays spent, and what is given stays given.
+        With ``at_least=True``, raise the grant to at least (ε, δ) instead (the service's
+        config at start-up: read and raise in one transaction, so two processes starting
+        together raise it once). A grant never shrinks: spent budget stays spent, and what
+        is given stays given.
         """
         _name(analyst, "analyst")
         _name(dataset, "dataset")
         more = Budget(epsilon, delta)
-        with self._write() as conn:
+        with self._write(exclusive=True) as conn:
             if self._analyst_row(conn, analyst) is None:
                 raise UnknownAnalystError(f"there is no analyst {analyst!r}.")
             row = self._grant_row(conn, analyst, dataset, lock=True)
@@ -605,6 +628,11 @@ class Store:
                 )
             else:
                 have = Budget(_amount(row.epsilon, "a grant"), _amount(row.delta, "a grant"))
+                if at_least:
+                    more = Budget(
+                        max(more.epsilon_exact - have.epsilon_exact, Fraction(0)),
+                        max(more.delta_exact - have.delta_exact, Fraction(0)),
+                    )
                 if more.is_zero:
                     return have
                 total = have + more  # refuses a delta reaching 1
@@ -851,6 +879,22 @@ class GrantLedger:
                     f"the analyst {self.analyst!r} holds no grant on the dataset "
                     f"{self.dataset!r}; nothing was charged."
                 )
+            request_key = REQUEST_KEY.get()
+            if request_key is not None:
+                # Before the accountant checks the budget: a retry of a charged request
+                # must learn that it was charged (its answer can be replayed), not that
+                # the budget is now too low.
+                _request_key(request_key)
+                seen = conn.execute(
+                    sa.select(_charges.c.id).where(
+                        _charges.c.analyst == self.analyst, _charges.c.request_key == request_key
+                    )
+                ).first()
+                if seen is not None:
+                    raise DuplicateRequestError(
+                        "this request was charged already; a request key is charged once. "
+                        "Retry with the same key for its answer, or send a new key."
+                    )
             rows = [_charge(tuple(r)) for r in conn.execute(self._mine(after)).all()]
             yield _GrantTransaction(self, conn, rows)
 
@@ -869,19 +913,7 @@ class _GrantTransaction:
 
     def append(self, rows: Sequence[NewRow]) -> list[Row]:
         ledger, conn = self._ledger, self._conn
-        request_key = REQUEST_KEY.get()
-        if request_key is not None:
-            _request_key(request_key)
-            seen = conn.execute(
-                sa.select(_charges.c.id).where(
-                    _charges.c.analyst == ledger.analyst, _charges.c.request_key == request_key
-                )
-            ).first()
-            if seen is not None:
-                raise LedgerError(
-                    "this request was charged already; a request key is charged once. "
-                    "Retry with the same key for its answer, or send a new key."
-                )
+        request_key = REQUEST_KEY.get()  # checked for reuse when the transaction began
         out = []
         now = time.time()
         for i, r in enumerate(rows):

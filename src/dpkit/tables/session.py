@@ -122,8 +122,9 @@ class Session:
     (:mod:`dpkit.tables.execution`, the only step that reads data) through
     :func:`dpkit.accounting.charge_and_run`: a failure after the charge is one
     :class:`~dpkit.errors.ReleaseFailedError`, the same for every dataset, and
-    the charge stands. A session is safe to share between threads: queries
-    run one at a time, each charged exactly once and answered.
+    the charge stands. A session is safe to share between threads: each query
+    is charged exactly once and answered; executions run one at a time (the
+    engine and the random source are not shared), charges may overlap them.
 
     The emptiness of the whole table is treated as public metadata (like its
     column names): a session refuses an empty table at construction. Whether
@@ -1034,15 +1035,16 @@ class Session:
 
         if not isinstance(payer, Accountant):
             raise InvalidParameterError("accountant must be a dpkit.accounting.Accountant.")
-        with self._lock:
-            planned = self.prepare(spec)
-            result = charge_and_run(
-                payer,
-                costing.cost(planned.query),
-                planned.label,
-                lambda: execute(planned.query, self._engine, self._rng),
-            )
-            return replace(result, remaining=payer.remaining)
+        planned = self.prepare(spec)  # reads only the session's frozen context
+
+        def release() -> Result:
+            # One engine pass and one random source at a time; the charge (and its wait
+            # for the ledger) happens outside this lock, so it overlaps other executions.
+            with self._lock:
+                return execute(planned.query, self._engine, self._rng)
+
+        result = charge_and_run(payer, costing.cost(planned.query), planned.label, release)
+        return replace(result, remaining=payer.remaining)
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).
