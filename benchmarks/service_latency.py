@@ -55,6 +55,7 @@ import numpy as np
 
 import dpkit
 from dpkit.demo import DISTRICTS, patients
+from dpkit.service.demo import SCHEMA
 from dpkit.service.store import hash_key, make_key
 from dpkit.tables import Session
 
@@ -113,17 +114,6 @@ analyst = "bench"
 dataset = "patients"
 epsilon = {grant}
 """
-SCHEMA = """\
-[columns.age]
-bounds = [0, 120]
-
-[columns.weight]
-bounds = [30, 200]
-
-[columns.district]
-domain = [{districts}]
-"""
-
 Call = Callable[[], Any]
 
 

@@ -408,3 +408,25 @@ def test_a_retry_after_the_budget_ran_out_still_gets_its_answer(
     assert retry.status_code == 200 and retry.json()["replayed"] is True
     assert retry.json()["release"] == first.json()["release"]
     assert _ask(http, keys["bob"], MEAN).json()["error"]["code"] == "budget_exceeded"
+
+
+def test_openapi_documents_every_route(http: TestClient) -> None:
+    spec = http.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    for route in (
+        "/api/v1/datasets",
+        "/api/v1/datasets/{name}/query",
+        "/api/v1/datasets/{name}/dry-run",
+        "/api/v1/datasets/{name}/twin",
+        "/api/v1/budget",
+        "/api/v1/history",
+        "/api/v1/admin/analysts",
+        "/api/v1/admin/grants",
+        "/api/v1/admin/audit",
+    ):
+        assert route in paths
+    page = http.get("/")
+    assert (
+        page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    )
+    assert http.get("/docs").status_code == 200

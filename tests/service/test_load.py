@@ -421,10 +421,9 @@ def test_two_processes_share_one_postgresql_store(
     tmp_path: Path, servers: list[_Server], fresh_postgres_url: str
 ) -> None:
     config, store_url, admin = _demo(tmp_path, store=fresh_postgres_url)
-    # One after the other: each syncs the config's analysts and grants into the store at
-    # start-up, and two doing it at once on a fresh store can collide (one exits).
-    first = _start(servers, config)[0]
-    second = _start(servers, config)[0]
+    # Started together on a fresh store: both write the config's analysts and grants at
+    # start-up (serialised by the store; a grant is raised to the config's value once).
+    first, second = _start(servers, config, count=2)
     keys = _analysts(first.url, admin)
     load = _Load.plan(keys)
     seconds = _run(load, keys, [first.url, second.url], seed=1)

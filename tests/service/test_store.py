@@ -35,6 +35,7 @@ from dpkit.service.store import (
     REQUEST_KEY,
     Analyst,
     ConflictError,
+    DuplicateRequestError,
     Store,
     UnknownAnalystError,
     hash_key,
@@ -357,8 +358,11 @@ def test_charges_record_their_request_once(store: Store, url: str) -> None:
         acct.charge(0.1, "mean")
         assert store.charge_for_request("alice", "req-1")
         assert store.charge_label("alice", "req-1") == "mean"
-        with pytest.raises(LedgerError, match="charged already"):
+        with pytest.raises(DuplicateRequestError, match="charged already"):
             acct.charge(0.1, "mean again")
+        # even when the budget could no longer pay: a retry learns it was charged
+        with pytest.raises(DuplicateRequestError):
+            acct.charge(5.0, "mean")
     finally:
         REQUEST_KEY.reset(token)
     assert not store.charge_for_request("alice", "req-2")
@@ -375,6 +379,21 @@ def test_charges_record_their_request_once(store: Store, url: str) -> None:
     assert labels == ["mean", "by district", "by district", "no key"]
     fresh = Accountant(Budget(1.0), ledger=store.ledger("alice", "patients"))
     assert fresh.spent == Budget(Fraction(5, 10))  # 0.1 + max(0.2, 0.3) + 0.1
+
+
+def test_config_grants_are_raised_at_least_once(store: Store, url: str) -> None:
+    store.ensure_analyst("alice")
+    other = Store(url)  # a second process starting on the same store
+    try:
+        for s in (store, other, store):
+            total = s.add_grant("alice", "patients", 2.0, 0.0, actor="config", at_least=True)
+            assert total == Budget(2.0)
+        store.add_grant("alice", "patients", 1.0, 0.0, actor="admin")
+        assert other.add_grant(
+            "alice", "patients", 2.0, 0, actor="config", at_least=True
+        ) == Budget(3.0)
+    finally:
+        other.close()
 
 
 def test_a_write_that_raises_commits_nothing(store: Store) -> None:

@@ -432,7 +432,7 @@ class SqliteLedger:
             raise self._corrupt(f"the time of {where} is not a number")
         try:
             levels = json.loads(path_text) if isinstance(path_text, str) else None
-            path = tuple(_level(x) for x in levels) if isinstance(levels, list) else None
+            path = tuple(level_from_json(x) for x in levels) if isinstance(levels, list) else None
         except (ValueError, TypeError, RecursionError):
             path = None
         if path is not None and len(path) > _MAX_DEPTH:
@@ -460,7 +460,8 @@ class SqliteLedger:
             yield _SqliteTransaction(self, conn, rows)
 
 
-def _level(x: object) -> Level:
+def level_from_json(x: object) -> Level:
+    """One stored scope level (a JSON list) back as a :data:`Level`; ValueError if malformed."""
     if (
         isinstance(x, list)
         and len(x) == 3

@@ -460,9 +460,13 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        extra = self._COMMON + (
-            self._API if str(scope.get("path", "")).startswith("/api/") else self._PAGE
-        )
+        path = str(scope.get("path", ""))
+        extra: tuple[tuple[bytes, bytes], ...] = self._COMMON
+        if path.startswith("/api/"):
+            extra += self._API
+        elif path == "/" or path.startswith("/static/"):
+            # the analysts' page; /docs (Swagger UI from its CDN) keeps FastAPI's defaults
+            extra += self._PAGE
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

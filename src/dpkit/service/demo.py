@@ -17,7 +17,7 @@ from dpkit.demo import DISTRICTS, patients
 from dpkit.service.config import ServiceConfig, load_config
 from dpkit.service.store import hash_key, make_key
 
-__all__ = ["build_demo"]
+__all__ = ["SCHEMA", "build_demo"]
 
 _CONFIG = """\
 # The demo service: generated patients table, one admin, two analysts.
@@ -51,7 +51,8 @@ dataset = "patients"
 epsilon = 0.5
 """
 
-_SCHEMA = """\
+#: The demo table's public schema (TOML; ``{districts}`` is filled in).
+SCHEMA = """\
 [columns.age]
 bounds = [0, 120]
 
@@ -88,7 +89,7 @@ def build_demo(
     if not table.is_file():
         patients(n=rows, seed=seed).to_csv(table, index=False)
     districts = ", ".join(json.dumps(x) for x in DISTRICTS)
-    (d / "patients.schema.toml").write_text(_SCHEMA.format(districts=districts))
+    (d / "patients.schema.toml").write_text(SCHEMA.format(districts=districts))
     (d / "service.toml").write_text(
         _CONFIG.format(
             admin=hash_key(keys["admin"]),

@@ -54,7 +54,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from dpkit.accounting.budget import Amount, Budget
-from dpkit.accounting.ledger import Level, NewRow, Row, Transaction
+from dpkit.accounting.ledger import NewRow, Row, Transaction, level_from_json
 from dpkit.errors import (
     DPKitError,
     InvalidParameterError,
@@ -945,7 +945,7 @@ def _charge(raw: tuple[Any, ...]) -> Row:
     where = f"charge #{row_id}"
     try:
         levels = json.loads(path_text)
-        path = tuple(_level(x) for x in levels)
+        path = tuple(level_from_json(x) for x in levels)
         if not isinstance(levels, list) or len(path) > 64:
             raise ValueError(where)
         if not isinstance(label, str) or not math.isfinite(float(created)):
@@ -960,15 +960,3 @@ def _charge(raw: tuple[Any, ...]) -> Row:
             "database from a backup."
         ) from None
     return Row(int(row_id), label, cost, path, float(created))
-
-
-def _level(x: object) -> Level:
-    if (
-        isinstance(x, list)
-        and len(x) == 3
-        and isinstance(x[0], str)
-        and isinstance(x[1], str)
-        and (x[2] is None or isinstance(x[2], str))
-    ):
-        return (x[0], x[1], x[2])
-    raise ValueError("bad scope level")
