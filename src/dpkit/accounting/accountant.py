@@ -314,6 +314,18 @@ class Accountant:
             return self._rule.remaining(self._state.root.totals)
 
     @property
+    def remaining_seen(self) -> Budget:
+        """What was left when this accountant last read its ledger — no new read.
+
+        Right after :meth:`charge` that is exactly what its transaction left
+        (it read every earlier charge under the lock), so a release can report
+        it without a second trip to the ledger; other processes' later charges
+        show in :attr:`remaining`.
+        """
+        with self._lock:
+            return self._rule.remaining(self._state.root.totals)
+
+    @property
     def history(self) -> tuple[ChargeRecord, ...]:
         """Every charge in the ledger, oldest first (other processes' included)."""
         with self._lock:

@@ -215,7 +215,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
     def analyst(request: Request) -> Analyst:
         key = _key(request)
-        who = rt.store.authenticate(key)
+        who = rt.authenticate(key)
         if who is None:
             raise ApiError(
                 401,
@@ -396,12 +396,14 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
     async def rotate(name: str, _: str = Depends(admin)) -> dict[str, str]:
         """A new key for the analyst; the old one stops working now."""
         key = await call(rt.store.rotate_key, name, actor="admin")
+        rt.forget_keys()
         return {"name": name, "key": key}
 
     @app.post("/api/v1/admin/analysts/{name}/revoke")
     async def revoke(name: str, _: str = Depends(admin)) -> dict[str, Any]:
         """The analyst's key stops working, for good (their ledger rows stay)."""
         await call(rt.store.revoke, name, actor="admin")
+        rt.forget_keys()
         return {"name": name, "active": False}
 
     @app.post("/api/v1/admin/grants")

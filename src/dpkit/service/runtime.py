@@ -31,6 +31,7 @@ shows them; the attack model discusses it).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -44,7 +45,7 @@ from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError, PrivacyWarning, ReleaseFailedError
 from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig
 from dpkit.service.encoding import budget_json, jsonable, release_json
-from dpkit.service.store import REQUEST_KEY, DuplicateRequestError, Store
+from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Store
 from dpkit.service.twin import synthetic_twin
 from dpkit.tables import Session
 from dpkit.tables.specs import QuerySpec
@@ -54,6 +55,7 @@ __all__ = ["NotFound", "Pending", "Runtime", "open_dataset"]
 # The placeholder budget of each dataset's session: every real query pays from a grant.
 _NOBODY = Budget(1e-9)
 _GRANT_TTL = 1.0  # seconds a grant read from the store is reused
+_KEY_TTL = 1.0  # seconds a successful key check is reused
 # Twin answers pay from a throwaway budget: the twin holds no personal data.
 _UNMETERED = Budget(1e9, 0.5)
 
@@ -143,6 +145,7 @@ class Runtime:
             self.twins[name] = self._twin(dc, self.sessions[name])
         self._sync_config()
         self._accountants: dict[tuple[str, str], tuple[Budget, Accountant, float]] = {}
+        self._keys: dict[bytes, tuple[Analyst, float]] = {}
         self._lock = threading.Lock()
 
     # -- start-up --------------------------------------------------------------------
@@ -189,6 +192,32 @@ class Runtime:
             self.store.add_grant(
                 g.analyst, g.dataset, g.epsilon, g.delta, actor="config", at_least=True
             )
+
+    # -- keys ------------------------------------------------------------------------
+
+    def authenticate(self, key: str) -> Analyst | None:
+        """The active analyst holding ``key`` (a store read at most once a second per key).
+
+        A rotated or revoked key stops working at once in this process (the admin
+        routes call :meth:`forget_keys`) and within ``_KEY_TTL`` seconds in the others.
+        """
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        now = time.monotonic()
+        with self._lock:
+            cached = self._keys.get(digest)
+        if cached is not None and now - cached[1] < _KEY_TTL:
+            return cached[0]
+        who = self.store.authenticate(key)
+        if who is not None:
+            with self._lock:
+                if len(self._keys) > 10_000:
+                    self._keys.clear()
+                self._keys[digest] = (who, now)
+        return who
+
+    def forget_keys(self) -> None:
+        with self._lock:
+            self._keys.clear()
 
     # -- budgets ---------------------------------------------------------------------
 

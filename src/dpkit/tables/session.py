@@ -1044,7 +1044,7 @@ class Session:
                 return execute(planned.query, self._engine, self._rng)
 
         result = charge_and_run(payer, costing.cost(planned.query), planned.label, release)
-        return replace(result, remaining=payer.remaining)
+        return replace(result, remaining=payer.remaining_seen)  # what this charge left
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).
