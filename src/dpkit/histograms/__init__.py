@@ -16,7 +16,8 @@ a :class:`PublishedHistogram` with ``.estimates`` (one value per unit bin),
 * :func:`dawa` — a private data-aware partition, then its buckets measured for
   the workload (Li et al. 2014).
 * :func:`auto` — the default: picks DAWA or Hb from public parameters
-  (:func:`choose_method`, derived from the DPBench-style benchmark).
+  (:func:`choose_method`) and, at high signal, a private concentration probe
+  with 1% of epsilon (both derived from the DPBench-style benchmark).
 
 Two-dimensional histograms (an ``nx × ny`` grid of unit cells over two public
 axes) return a :class:`PublishedGrid` with rectangle queries

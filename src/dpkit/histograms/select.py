@@ -1,10 +1,13 @@
-"""The workload-aware default: pick the algorithm from public parameters only.
+"""The workload-aware default: DAWA or Hb, by a public rule and, at high signal, a private probe.
 
-The rule is a function of the number of unit bins n, epsilon, a public bound
-on the number of records (the scale) and the workload; it never looks at the
-counts, so choosing costs nothing. It was derived from
+The public part (:func:`choose_method`) is a function of the number of unit
+bins n, epsilon, a public bound on the number of records (the scale) and the
+workload; it never looks at the counts. Where it says Hb (high signal), the
+one kind of data on which DAWA stays well ahead — very sparse, concentrated
+counts — is told apart by a *concentration probe* that spends
+:data:`PROBE_SHARE` of epsilon. Both parts were derived from
 ``benchmarks/histograms_dpbench.py`` (DPBench's protocol on the shared data's
-shapes); the table behind it is in ``docs/histograms.md``.
+shapes); the table behind them is in ``docs/histograms.md``.
 """
 
 from __future__ import annotations
@@ -12,32 +15,60 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from numpy.typing import ArrayLike
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
+from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._common import check_counts, check_positive, epsilon_of
+from dpkit.histograms._common import (
+    check_counts,
+    check_edges,
+    check_positive,
+    epsilon_of,
+    source_for,
+)
 from dpkit.histograms._published import PublishedHistogram
 from dpkit.histograms._workload import WORKLOADS
+from dpkit.histograms.structure_first import split_budget
 
 #: Records per unit bin times epsilon below which the data-aware DAWA is chosen.
 #: On the benchmark's grid the signal s·epsilon/n takes the values 0.01 .. 9,766
-#: in factors of 10; any threshold between 10 and 97 gives the same choices, and
-#: this one the best (141 of 150 cells within 1.2x of the best algorithm).
+#: in factors of 10; any threshold between 10 and 97 gives the same choices.
 DAWA_BELOW = 50.0
+#: Share of epsilon the concentration probe spends where the public rule says Hb.
+#: The chosen algorithm runs with the rest, so its noise grows by 1/(1 - share),
+#: about 1%.
+PROBE_SHARE = 0.01
+#: The probe asks what share of the rows the largest n/64 unit bins hold ...
+PROBE_TOP_DIVISOR = 64
+#: ... and chooses DAWA when it is above this. On the benchmark's shapes with
+#: n = 256 .. 2,048 bins the top n/64 hold 0.49 .. 0.66 of the Titanic fares
+#: (where DAWA beats Hb) and at most 0.39 of the four others (where Hb beats
+#: DAWA); see ``docs/histograms.md``.
+CONCENTRATED_ABOVE = 0.45
+#: The probe runs from this many unit bins on; below it the public rule stands
+#: (with 128 bins DAWA's gain on the fare shape's ranges was matched by its
+#: loss on prefixes).
+PROBE_MIN_BINS = 256
+#: l1 sensitivity of :func:`concentration_margin` under add/remove one row.
+PROBE_SENSITIVITY = 1.0
 
 
 def choose_method(n: int, epsilon: float, max_records: float | None, workload: str) -> str:
-    """The algorithm :func:`auto` runs: ``"dawa"`` or ``"hb"`` (a public rule).
+    """The data-blind part of :func:`auto`'s rule: ``"dawa"`` or ``"hb"`` (public).
 
     With s records spread over n bins, s·epsilon/n is the typical count of a
     bin in units of the noise scale. Below :data:`DAWA_BELOW` the noise is
     large next to the counts and DAWA's data-aware buckets pay off; above it
     the counts are resolved well enough that a consistent tree (Hb, flat for
-    single-bin workloads) is best — except on very sparse, skewed data, where
-    DAWA stays ahead (up to 1.56x on the benchmark's ``fare`` shape), which a
-    rule blind to the data cannot see. Without ``max_records`` DAWA is used: it is
-    never far from the best when the counts are large, while Hb can be far
-    from it when they are small.
+    single-bin workloads) is best — except on very sparse, concentrated
+    data, where DAWA stays ahead (Hb is up to 1.29x the best on the
+    benchmark's ``fare`` shape). A rule blind to the data cannot see that, so
+    where this returns ``"hb"`` (and n >= :data:`PROBE_MIN_BINS`) :func:`auto`
+    spends a small share of epsilon on a concentration probe and may switch
+    to DAWA.
+    Without ``max_records`` DAWA is used: it is never far from the best when
+    the counts are large, while Hb can be far from it when they are small.
     """
     if workload not in WORKLOADS:
         raise InvalidParameterError(f"workload must be one of {', '.join(WORKLOADS)}.")
@@ -45,6 +76,31 @@ def choose_method(n: int, epsilon: float, max_records: float | None, workload: s
         return "dawa"
     signal = max_records * epsilon / n
     return "dawa" if signal < DAWA_BELOW else "hb"
+
+
+def probe_top_bins(n: int) -> int:
+    """How many of the largest unit bins the concentration probe sums (public: n/64, >= 1)."""
+    return max(1, int(n) // PROBE_TOP_DIVISOR)
+
+
+def concentration_margin(
+    x: NDArray[np.float64], top: int, threshold: float = CONCENTRATED_ABOVE
+) -> float:
+    """S_top(x) - threshold · sum(x): positive when the ``top`` largest bins hold more.
+
+    S_top(x) is the sum of the ``top`` largest counts. Sensitivity under
+    add/remove one row (one count moves by 1) is at most max(threshold,
+    1 - threshold) <= 1; see :func:`auto`.
+    """
+    top_sum = float(np.partition(x, x.size - top)[x.size - top :].sum())
+    return top_sum - threshold * float(x.sum())
+
+
+def concentration_probe(epsilon_probe: float) -> Any:
+    """The probe's mechanism: Laplace noise of scale :data:`PROBE_SENSITIVITY`/epsilon_probe."""
+    from dpkit.mechanisms import Laplace
+
+    return Laplace(epsilon=epsilon_probe, sensitivity=PROBE_SENSITIVITY)
 
 
 def auto(
@@ -57,12 +113,46 @@ def auto(
     accountant: Any = None,
     edges: ArrayLike | None = None,
 ) -> PublishedHistogram:
-    """Publish with the algorithm :func:`choose_method` picks for these public parameters.
+    """Publish with DAWA or Hb, whichever suits the scale and, at high signal, the data's shape.
 
-    Privacy: epsilon-DP for add/remove one row: the choice depends on n,
-    epsilon, ``max_records`` and ``workload`` only (all public), and the chosen
-    publisher is epsilon-DP (see :func:`dpkit.histograms.dawa` and
-    :func:`dpkit.histograms.hb`).
+    Privacy: epsilon-DP for add/remove one row (neighbouring count vectors
+    x, x' = x ± e_i: one unit count changes by 1).
+
+    * Low signal, no ``max_records``, or fewer than :data:`PROBE_MIN_BINS`
+      bins: :func:`choose_method` decides from n, epsilon, ``max_records`` and
+      ``workload`` (all public) and the chosen publisher
+      (:func:`dpkit.histograms.dawa` or :func:`dpkit.histograms.hb`, each
+      epsilon-DP with its own proof) runs with all of epsilon.
+    * Otherwise (the public rule says Hb): a concentration probe first.
+      epsilon_0 = :data:`PROBE_SHARE` · epsilon releases
+      m(x) = S_k(x) - c · |x| + Lap(1/epsilon_0), where S_k(x) is the sum of
+      the k = max(1, floor(n/64)) largest counts, |x| the total and c =
+      :data:`CONCENTRATED_ABOVE` (k and c public). Sensitivity: for
+      x' = x + e_i, |x'| = |x| + 1 and S_k(x) <= S_k(x') <= S_k(x) + 1 (every
+      k-set's sum grows by 0 or 1, so the largest one does too), so m moves
+      by d - c with d in [0, 1]: |m(x') - m(x)| <= max(c, 1 - c) <= 1
+      (removal is the same with x and x' swapped). The probe is therefore
+      epsilon_0-DP (dpkit's exact grid Laplace, sensitivity 1). The choice —
+      DAWA if the noisy m is > 0, else Hb — is post-processing of that
+      release, and the chosen publisher runs with epsilon_1 = epsilon -
+      epsilon_0 (epsilon_1-DP whichever it is). By sequential composition the
+      whole release is (epsilon_0 + epsilon_1)-DP = epsilon-DP. One charge of
+      epsilon is made before the counts are read; epsilon_0 and epsilon_1 are
+      floats rounded down so that their exact sum is at most epsilon.
+
+    ``details`` holds the chosen method (``auto_choice``), whether the probe
+    ran (``auto_rule``: ``"public"`` or ``"probe"``), ``epsilon_probe`` (0.0
+    when it did not run) and ``epsilon_method`` (epsilon_1, or epsilon), the
+    probe's public parameters and its noisy value ``probe_margin`` (None when
+    it did not run). Releasing that value costs nothing more: it is the
+    epsilon_0-DP output itself, already paid for, and the choice is a
+    function of it anyway.
+
+    Accuracy: as the publisher chosen, run with epsilon_1 (about 1% more noise
+    when the probe runs). The probe's noise, of scale 1/epsilon_0 = 100/epsilon,
+    decides the choice only where the top bins' share of the rows is within
+    about 100/(epsilon·|x|) of c — 0.8% when |x| = s = 12,800/epsilon, the
+    least high-signal scale at n = 256; near c either choice may be made.
 
     Args:
         counts, epsilon, rng, accountant, edges: as for :func:`dpkit.histograms.laplace`.
@@ -78,7 +168,53 @@ def auto(
     eps = epsilon_of(epsilon)
     bound = None if max_records is None else check_positive(max_records, "max_records")
     method = choose_method(x.size, eps, bound, workload)
-    publisher = dawa if method == "dawa" else hb
-    published = publisher(x, eps, workload=workload, rng=rng, accountant=accountant, edges=edges)
-    details = dict(published.details, auto_choice=method, max_records=bound)
-    return dataclasses.replace(published, details=details)
+    top = probe_top_bins(x.size)
+    public = {
+        "max_records": bound,
+        "probe_share": PROBE_SHARE,
+        "probe_top_bins": top,
+        "probe_threshold": CONCENTRATED_ABOVE,
+    }
+    if method == "dawa" or x.size < PROBE_MIN_BINS:
+        publisher = dawa if method == "dawa" else hb
+        published = publisher(
+            x, eps, workload=workload, rng=rng, accountant=accountant, edges=edges
+        )
+        details = dict(
+            published.details,
+            auto_choice=method,
+            auto_rule="public",
+            epsilon_probe=0.0,
+            epsilon_method=eps,
+            probe_margin=None,
+            probe_scale=None,
+            **public,
+        )
+        return dataclasses.replace(published, details=details)
+
+    check_edges(edges, x.size)  # the publisher runs after the charge: refuse bad edges now
+    eps_probe, eps_method = split_budget(eps, PROBE_SHARE)
+    probe = concentration_probe(eps_probe)
+    payer = as_accountant(accountant)
+
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        source = source_for(rng)
+        margin = float(probe.randomise(concentration_margin(x, top), rng=source))
+        chosen = "dawa" if margin > 0.0 else "hb"  # post-processing of the probe
+        publisher = dawa if chosen == "dawa" else hb
+        published = publisher(x, eps_method, workload=workload, rng=source, edges=edges)
+        details = dict(
+            published.details,
+            remaining=remaining,
+            auto_choice=chosen,
+            auto_rule="probe",
+            epsilon_probe=eps_probe,
+            epsilon_method=eps_method,
+            probe_margin=margin,
+            probe_scale=probe.scale,
+            **public,
+        )
+        return dataclasses.replace(published, epsilon=eps, details=details)
+
+    return charge_and_run(payer, Budget(eps), "histogram: auto", release)
