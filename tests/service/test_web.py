@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -57,35 +54,14 @@ try:
 except ImportError:
     _unavailable("Playwright for Python is not installed (the dev extras install it)")
 
-import uvicorn  # noqa: E402
-
-from dpkit.service.app import create_app  # noqa: E402
-from dpkit.service.demo import build_demo  # noqa: E402
 
 # -- the service and the browser -----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    """The demo service on a free loopback port: (base URL, keys)."""
-    config, keys = build_demo(tmp_path_factory.mktemp("web-demo"), rows=2000)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))  # the port stays ours: no race with other processes
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the service did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", keys
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+def service(live_service: tuple[str, dict[str, str]]) -> tuple[str, dict[str, str]]:
+    """The demo service on a free loopback port (tests/service/conftest.py): (URL, keys)."""
+    return live_service
 
 
 @pytest.fixture(scope="module")
