@@ -430,3 +430,32 @@ def test_openapi_documents_every_route(http: TestClient) -> None:
         page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
     )
     assert http.get("/docs").status_code == 200
+
+
+def test_guessing_keys_is_limited_per_address(http: TestClient, demo: Any) -> None:
+    _, keys = demo
+    codes = [
+        http.get("/api/v1/budget", headers=_auth(f"dpk_guess{i:03d}_x")).status_code
+        for i in range(40)
+    ]
+    assert codes[:30] == [401] * 30 and set(codes[30:]) == {429}
+    refused = http.get("/api/v1/budget", headers=_auth(keys["alice"]))
+    assert refused.status_code == 429  # the address is held back for a while, valid key or not
+    assert refused.headers["retry-after"] == "60"
+
+
+def test_a_dataset_cap_bounds_the_sum_of_grants(demo: Any) -> None:
+    config, keys = demo
+    patients = dataclasses.replace(config.datasets["patients"], max_epsilon=2.0, max_delta=1e-5)
+    capped = dataclasses.replace(config, datasets={"patients": patients})
+    http = TestClient(create_app(capped))  # alice 1.0 + bob 0.5 from the file: 1.5 of 2.0
+    admin = _auth(keys["admin"])
+    view = http.get("/api/v1/admin/datasets", headers=admin).json()["datasets"][0]
+    assert view["granted"]["epsilon"] == 1.5 and view["cap"] == {"epsilon": 2.0, "delta": 1e-5}
+    grant = {"analyst": "bob", "dataset": "patients", "epsilon": 0.5, "delta": 0}
+    assert http.post("/api/v1/admin/grants", json=grant, headers=admin).status_code == 200
+    refused = http.post("/api/v1/admin/grants", json=grant, headers=admin)
+    assert refused.status_code == 409 and "cap" in refused.json()["error"]["message"]
+    assert http.get("/api/v1/admin/datasets", headers=admin).json()["datasets"][0]["granted"][
+        "epsilon"
+    ] == pytest.approx(2.0)

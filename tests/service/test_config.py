@@ -127,3 +127,14 @@ def test_a_second_grant_for_the_same_pair_is_refused(base: Path) -> None:
     with pytest.raises(ConfigError, match="second grant") as err:
         parse_config(text, base=base)
     assert _line(str(err.value)) == 28
+
+
+def test_grants_above_the_dataset_cap_are_refused(base: Path) -> None:
+    capped = GOOD.replace('description = "demo"', 'description = "demo"\nmax_epsilon = 0.5')
+    with pytest.raises(ConfigError, match="cap") as err:
+        parse_config(capped, base=base)
+    assert _line(str(err.value)) == 23  # the [[grants]] table that passes it
+    fits = GOOD.replace(
+        'description = "demo"', 'description = "demo"\nmax_epsilon = 2\nmax_delta = 1e-5'
+    )
+    assert parse_config(fits, base=base).datasets["patients"].max_epsilon == 2

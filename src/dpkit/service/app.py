@@ -46,6 +46,7 @@ from dpkit.service.store import Analyst, ConflictError, hash_key
 __all__ = ["ApiError", "create_app"]
 
 STATIC = Path(__file__).with_name("static")
+_FAILED_KEYS_PER_MINUTE = 30
 _IDEMPOTENCY = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
@@ -123,6 +124,13 @@ class _RateLimit:
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
+    def blocked(self, who: str) -> bool:
+        """Whether ``who`` has no request left now (without taking one)."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.get(who, (self.capacity, now))
+        return min(self.capacity, tokens + (now - last) * self.rate) < 1
+
     def take(self, who: str) -> float:
         """0 if a request may go now, else the seconds to wait."""
         now = time.monotonic()
@@ -146,6 +154,9 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
     rt = runtime or Runtime(config)
     limits = config.limits
     limiter = _RateLimit(limits.requests_per_minute)
+    # Failed key checks are also limited per client address: guessing keys means a new
+    # key (a new bucket above) per try.
+    failures = _RateLimit(_FAILED_KEYS_PER_MINUTE)
     app = FastAPI(
         title="dpkit query service",
         version=dpkit.__version__,
@@ -215,8 +226,12 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
 
     def analyst(request: Request) -> Analyst:
         key = _key(request)
+        client = request.client.host if request.client else "unknown"
+        if failures.blocked(client):
+            raise _too_many_failures()
         who = rt.authenticate(key)
         if who is None:
+            failures.take(client)
             raise ApiError(
                 401,
                 "unauthorized",
@@ -236,7 +251,11 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             given = hash_key(key)
         except InvalidParameterError:
             given = ""
+        client = request.client.host if request.client else "unknown"
+        if failures.blocked(client):
+            raise _too_many_failures()
         if not hmac.compare_digest(given.encode(), expected.encode()):
+            failures.take(client)
             if rt.store.authenticate(key) is not None:
                 raise ApiError(403, "forbidden", "this endpoint needs the admin key.")
             raise ApiError(
@@ -416,6 +435,11 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
         )
         return {"analyst": body.analyst, "dataset": body.dataset, **_budget(total)}
 
+    @app.get("/api/v1/admin/datasets")
+    async def exposure(_: str = Depends(admin)) -> dict[str, Any]:
+        """Per dataset, the sum of all grants (analysts who pool answers compose) and its cap."""
+        return {"datasets": await call(rt.exposure)}
+
     @app.get("/api/v1/admin/audit")
     async def audit(
         limit: int = Query(100, ge=1, le=10_000), _: str = Depends(admin)
@@ -476,6 +500,16 @@ class _SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _too_many_failures() -> ApiError:
+    return ApiError(
+        429,
+        "rate_limited",
+        f"too many requests with invalid keys from this address (limit "
+        f"{_FAILED_KEYS_PER_MINUTE} per minute); wait a minute and check your key.",
+        {"Retry-After": "60"},
+    )
 
 
 def _budget(b: Any) -> dict[str, float]:

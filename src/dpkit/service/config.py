@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpkit.accounting import Budget
 from dpkit.errors import DPKitError, InvalidParameterError
 from dpkit.tables.schema import Schema
 
@@ -46,6 +47,7 @@ __all__ = [
     "GrantConfig",
     "Limits",
     "ServiceConfig",
+    "dataset_cap",
     "load_config",
     "parse_config",
 ]
@@ -76,6 +78,8 @@ _DATASET_KEYS = {
     "privacy_unit",
     "max_contributions",
     "materialize",
+    "max_epsilon",
+    "max_delta",
 }
 
 
@@ -109,6 +113,15 @@ class DatasetConfig:
     max_contributions: int = 1
     materialize: bool = True
     line: int | None = None  # where the dataset is declared, for start-up errors
+    max_epsilon: float | None = None  # cap on the sum of all grants on this dataset
+    max_delta: float | None = None
+
+
+def dataset_cap(dc: DatasetConfig) -> Budget | None:
+    """The cap on the sum of all grants on a dataset, or None (no cap)."""
+    if dc.max_epsilon is None:
+        return None
+    return Budget(dc.max_epsilon, dc.max_delta or 0.0)
 
 
 @dataclass(frozen=True)
@@ -282,6 +295,14 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
                 "declare every column's type (types are public metadata)",
             )
     max_contributions = _int(d, "max_contributions", 1, 1, where, section)
+    max_epsilon = (
+        _number(d, "max_epsilon", None, where, section, low=0.0, strict=True)
+        if "max_epsilon" in d
+        else None
+    )
+    max_delta = _number(d, "max_delta", 0.0, where, section, low=0.0) if "max_delta" in d else None
+    if max_delta is not None and max_epsilon is None:
+        raise where.error(section, "max_delta", "max_delta goes with max_epsilon (the cap on ε)")
     return DatasetConfig(
         name=name,
         source=source,
@@ -294,6 +315,8 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
         max_contributions=max_contributions,
         materialize=bool(d.get("materialize", True)),
         line=where.line(section, None),
+        max_epsilon=max_epsilon,
+        max_delta=max_delta,
     )
 
 
@@ -337,6 +360,18 @@ def _grants(
         if delta >= 1:
             raise where.error(section, "delta", "delta must be below 1 (e.g. 1e-6)")
         out.append(GrantConfig(str(analyst), str(dataset), eps, delta))
+        dc = datasets[str(dataset)]
+        if dc.max_epsilon is not None:
+            total_eps = sum(x.epsilon for x in out if x.dataset == dc.name)
+            total_delta = sum(x.delta for x in out if x.dataset == dc.name)
+            if total_eps > dc.max_epsilon or total_delta > (dc.max_delta or 0.0):
+                raise where.error(
+                    section,
+                    None,
+                    f"the grants on {dc.name!r} add up to more than its cap (max_epsilon = "
+                    f"{dc.max_epsilon:g}, max_delta = {dc.max_delta or 0.0:g}); grant less or "
+                    "raise the cap",
+                )
     return tuple(out)
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError, PrivacyWarning, ReleaseFailedError
-from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig
+from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig, dataset_cap
 from dpkit.service.encoding import budget_json, jsonable, release_json
 from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Store
 from dpkit.service.twin import synthetic_twin
@@ -190,7 +190,13 @@ class Runtime:
             self.store.ensure_analyst(name, key_hash)
         for g in self.config.grants:
             self.store.add_grant(
-                g.analyst, g.dataset, g.epsilon, g.delta, actor="config", at_least=True
+                g.analyst,
+                g.dataset,
+                g.epsilon,
+                g.delta,
+                actor="config",
+                at_least=True,
+                cap=dataset_cap(self.config.datasets[g.dataset]),
             )
 
     # -- keys ------------------------------------------------------------------------
@@ -249,10 +255,27 @@ class Runtime:
         self, analyst: str, dataset: str, epsilon: float, delta: float, actor: str
     ) -> Budget:
         """Add to a grant (admin); this process sees the new total at once."""
-        total = self.store.add_grant(analyst, dataset, epsilon, delta, actor=actor)
+        cap = (
+            dataset_cap(self.config.datasets[dataset]) if dataset in self.config.datasets else None
+        )
+        total = self.store.add_grant(analyst, dataset, epsilon, delta, actor=actor, cap=cap)
         with self._lock:
             self._accountants.pop((analyst, dataset), None)
         return total
+
+    def exposure(self) -> list[dict[str, Any]]:
+        """Per dataset: the sum of all grants (what pooled analysts could learn) and its cap."""
+        out = []
+        for name, dc in self.config.datasets.items():
+            cap = dataset_cap(dc)
+            out.append(
+                {
+                    "name": name,
+                    "granted": budget_json(self.store.granted(name)),
+                    "cap": None if cap is None else budget_json(cap),
+                }
+            )
+        return out
 
     def budget(self, analyst: str, dataset: str) -> dict[str, Any]:
         acct = self.accountant(analyst, dataset)

@@ -595,13 +595,16 @@ class Store:
         actor: str,
         *,
         at_least: bool = False,
+        cap: Budget | None = None,
     ) -> Budget:
         """Add (ε, δ) to the analyst's grant on the dataset (created if absent); the new total.
 
         With ``at_least=True``, raise the grant to at least (ε, δ) instead (the service's
         config at start-up: read and raise in one transaction, so two processes starting
         together raise it once). A grant never shrinks: spent budget stays spent, and what
-        is given stays given.
+        is given stays given. ``cap`` bounds the sum of every analyst's grant on the
+        dataset (analysts who pool their answers compose): a grant that would pass it
+        raises :class:`ConflictError` and changes nothing.
         """
         _name(analyst, "analyst")
         _name(dataset, "dataset")
@@ -615,6 +618,7 @@ class Store:
                 total = more
                 if total.epsilon_exact <= 0:
                     raise InvalidParameterError("a new grant needs an epsilon > 0.")
+                self._check_cap(conn, dataset, more, cap)
                 conn.execute(
                     _grants.insert().values(
                         analyst=analyst,
@@ -636,6 +640,7 @@ class Store:
                 if more.is_zero:
                     return have
                 total = have + more  # refuses a delta reaching 1
+                self._check_cap(conn, dataset, more, cap)
                 conn.execute(
                     _grants.update()
                     .where(_grants.c.analyst == analyst, _grants.c.dataset == dataset)
@@ -660,6 +665,35 @@ class Store:
                 },
             )
         return total
+
+    def _granted(self, conn: sa.Connection, dataset: str) -> Budget:
+        rows = conn.execute(
+            sa.select(_grants.c.epsilon, _grants.c.delta).where(_grants.c.dataset == dataset)
+        ).all()
+        eps = sum((_amount(r.epsilon, "a grant") for r in rows), Fraction(0))
+        delta = sum((_amount(r.delta, "a grant") for r in rows), Fraction(0))
+        return Budget._of(eps, delta, None)  # deltas of several grants may sum past any one
+
+    def _check_cap(
+        self, conn: sa.Connection, dataset: str, more: Budget, cap: Budget | None
+    ) -> None:
+        if cap is None:
+            return
+        now = self._granted(conn, dataset)
+        after_eps = now.epsilon_exact + more.epsilon_exact
+        after_delta = now.delta_exact + more.delta_exact
+        if after_eps > cap.epsilon_exact or after_delta > cap.delta_exact:
+            raise ConflictError(
+                f"this grant would bring the budgets granted on {dataset!r} to ε={float(after_eps):g}, "
+                f"δ={float(after_delta):g}, above the dataset's cap {cap} (analysts who pool "
+                "their answers compose, so the data owner caps the sum). Grant less, or raise the "
+                "cap in the configuration."
+            )
+
+    def granted(self, dataset: str) -> Budget:
+        """The sum of every analyst's grant on the dataset (the owner's total exposure)."""
+        with self._read() as conn:
+            return self._granted(conn, dataset)
 
     def grant(self, analyst: str, dataset: str) -> Budget | None:
         """The analyst's budget on the dataset, or None without a grant."""
