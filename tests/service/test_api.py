@@ -258,6 +258,10 @@ def test_limits(demo: Any) -> None:
     big = {"query": {**MEAN, "keys": ["x" * 50] * 100}}
     too_large = http.post("/api/v1/datasets/patients/query", json=big, headers=_auth(keys["alice"]))
     assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "too_large"
+    forged = "_".join(keys["bob"].split("_")[:2]) + "_not-the-secret"  # bob's public key id
+    assert {http.get("/api/v1/budget", headers=_auth(forged)).status_code for _ in range(5)} == {
+        401
+    }
     codes = [http.get("/api/v1/budget", headers=_auth(keys["bob"])).status_code for _ in range(5)]
     assert codes[:2] == [200, 200] and codes[-1] == 429
     limited = http.get("/api/v1/budget", headers=_auth(keys["bob"]))

@@ -212,8 +212,12 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "this endpoint needs your key: send the header 'Authorization: Bearer <key>'.",
                 {"WWW-Authenticate": "Bearer"},
             )
-        key = key.strip()
-        wait = limiter.take(key[:16])
+        return key.strip()
+
+    def _limit(who: str) -> None:
+        """The per-key rate limit, counted per holder once the key is known to be valid
+        (so nobody can use up another analyst's requests by sending their key id)."""
+        wait = limiter.take(who)
         if wait:
             raise ApiError(
                 429,
@@ -222,7 +226,6 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "minute); wait and retry.",
                 {"Retry-After": str(max(1, round(wait)))},
             )
-        return key
 
     def analyst(request: Request) -> Analyst:
         key = _key(request)
@@ -238,6 +241,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
                 "the key is not valid (unknown, rotated or revoked); ask the data owner for a key.",
                 {"WWW-Authenticate": "Bearer"},
             )
+        _limit(f"analyst:{who.name}")
         return who
 
     def admin(request: Request) -> str:
@@ -261,6 +265,7 @@ def create_app(config: ServiceConfig, *, runtime: Runtime | None = None) -> Fast
             raise ApiError(
                 401, "unauthorized", "the key is not valid.", {"WWW-Authenticate": "Bearer"}
             )
+        _limit("admin")
         return "admin"
 
     async def call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
