@@ -32,7 +32,6 @@ shows them; the attack model discusses it).
 from __future__ import annotations
 
 import hashlib
-import secrets
 import threading
 import time
 import uuid
@@ -445,7 +444,7 @@ _FAILED = (
 )
 
 
-def _not_found(dataset: str) -> str:
+def _not_found(dataset: str) -> str:  # the name is not echoed: same body for every name
     return (
         "no dataset of that name is available to this key; GET /api/v1/datasets lists the "
         "datasets you hold a grant on."
@@ -457,8 +456,3 @@ def _key_reused() -> str:
         "this Idempotency-Key was used for another query; a key names one request: send a "
         "new key for a new query."
     )
-
-
-def new_key() -> str:
-    """A fresh random idempotency key (clients may send their own)."""
-    return secrets.token_hex(16)
