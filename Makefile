@@ -45,8 +45,12 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
+# Two workers (the machine's two cores); a test file stays on one worker. The load tests
+# (several servers and 100 client threads each) run on their own afterwards.
 unit: $(VENV)/.installed-dev java browser postgres
-	DPKIT_REQUIRE_BROWSER=1 DPKIT_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q
+	DPKIT_REQUIRE_BROWSER=1 DPKIT_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile \
+	  --ignore=tests/service/test_load.py
+	DPKIT_REQUIRE_POSTGRES=1 $(BIN)/python -m pytest -q tests/service/test_load.py
 
 test: lint typecheck scanners unit
 

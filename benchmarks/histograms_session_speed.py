@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         f"least(greatest(CAST(floor(y / {v!r}) AS BIGINT), 0), {m - 1}) AS b_y, count(*) "
         "FROM t GROUP BY bx, b_y"
     )
-    session = Session.from_duckdb("t", connection=con, epsilon=1e6, rng=1)
+    types = {"x": "DOUBLE", "y": "DOUBLE"}
+    session = Session.from_duckdb("t", connection=con, types=types, epsilon=1e6, rng=1)
     rows = []
     t_plain = best(lambda: con.execute(plain).fetchnumpy(), args.repeats)
     t_dp = best(

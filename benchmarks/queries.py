@@ -72,7 +72,8 @@ def duckdb_section(x: np.ndarray, g: np.ndarray, reps: int) -> list[dict[str, An
     con.register("generated", pa.table({"x": x, "g": g}))
     con.execute("CREATE TABLE bench AS SELECT * FROM generated")
     con.unregister("generated")
-    session = Session.from_duckdb("bench", connection=con, epsilon=1e9, rng=0)
+    types = {"x": "DOUBLE", "g": "BIGINT"}
+    session = Session.from_duckdb("bench", connection=con, types=types, epsilon=1e9, rng=0)
     keys = list(range(100))
     # (name, plain SQL, the same aggregation with the clipping DP needs, dpkit)
     cases: list[tuple[str, str, str, Callable[[], Any]]] = [
@@ -148,7 +149,9 @@ def duckdb_section(x: np.ndarray, g: np.ndarray, reps: int) -> list[dict[str, An
 def dpkit_errors(small: np.ndarray, epsilons: list[float], reps: int) -> dict[str, float]:
     import pandas as pd
 
-    session = Session.from_pandas(pd.DataFrame({"x": small}), epsilon=1e9, rng=7)
+    session = Session.from_pandas(
+        pd.DataFrame({"x": small}), types={"x": "DOUBLE"}, epsilon=1e9, rng=7
+    )
     truths = {
         "mean": float(np.clip(small, *BOUNDS).mean()),
         "median": float(np.median(small)),
@@ -183,7 +186,7 @@ def dpkit_errors(small: np.ndarray, epsilons: list[float], reps: int) -> dict[st
 def dpkit_times(x: np.ndarray, reps: int) -> dict[str, float]:
     import pandas as pd
 
-    session = Session.from_pandas(pd.DataFrame({"x": x}), epsilon=1e9, rng=3)
+    session = Session.from_pandas(pd.DataFrame({"x": x}), types={"x": "DOUBLE"}, epsilon=1e9, rng=3)
     return {
         "dpkit/mean": _median_time(lambda: session.mean("x", epsilon=1.0, bounds=BOUNDS), reps),
         "dpkit/median": _median_time(lambda: session.median("x", epsilon=1.0, bounds=BOUNDS), reps),
@@ -264,7 +267,11 @@ def spark_section(path: Path, reps: int) -> list[dict[str, Any]] | str:
     )
     df.cache().count()  # read the file once; both sides then aggregate from memory
     # Public bounds: one (year, name, sex) row holds at most 100,000 births.
-    session = Session.from_spark(df, epsilon=1e9, rng=11)
+    types = {
+        "year": "INTEGER", "name": "VARCHAR", "sex": "VARCHAR", "births": "INTEGER",
+        "decade": "INTEGER",
+    }  # fmt: skip
+    session = Session.from_spark(df, types=types, epsilon=1e9, rng=11)
     decades = list(range(1880, 2020, 10))
     cases: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
         (

@@ -54,7 +54,7 @@ import httpx
 import numpy as np
 
 import dpkit
-from dpkit.demo import DISTRICTS, patients
+from dpkit.demo import DISTRICTS, PATIENT_TYPES, patients
 from dpkit.service.demo import SCHEMA
 from dpkit.service.store import hash_key, make_key
 from dpkit.tables import Session
@@ -104,6 +104,7 @@ requests_per_minute = 100000000
 [datasets.patients]
 description = "dpkit.demo.patients, {rows} rows"
 source = "patients.parquet"
+types = {{ age = "DOUBLE", weight = "DOUBLE", condition = "BOOLEAN", district = "VARCHAR" }}
 schema = "patients.schema.toml"
 
 [analysts.bench]
@@ -551,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
             name: write_config(directory / f"{i}.toml", store, key, args.rows, grant)
             for i, (name, store) in enumerate(configs.items())
         }
-        session = Session.from_parquet(table, epsilon=grant, schema=schema)
+        session = Session.from_parquet(table, types=PATIENT_TYPES, epsilon=grant, schema=schema)
         runtime = Runtime(load_config(paths[RUNTIME]))
         result["sequential"], result["concurrent"] = {}, {}
         with servers([paths[MEMORY], paths[DISK]]) as (memory_url, disk_url):

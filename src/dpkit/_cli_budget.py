@@ -3,11 +3,18 @@
 Every CLI verb that *releases* something about a data file (``dpkit query``,
 ``dpkit histogram``) pays from a ledger:
 
-* ``--ledger FILE`` names it; without one, the dataset's **default ledger** is
-  used: ``<stem>-<hash>.ledger`` in ``$DPKIT_LEDGER_DIR`` (default
+* a data file has **one** ledger: the one the dataset registry
+  (:mod:`dpkit.accounting.registry`) records for it, whoever made it (this
+  command line or a Python ``Session``). Without ``--ledger`` that ledger is
+  used; for a file without one, the **default ledger**
+  ``<stem>-<hash>.ledger`` in ``$DPKIT_LEDGER_DIR`` (default
   ``$XDG_DATA_HOME/dpkit/ledgers``, i.e. ``~/.local/share/dpkit/ledgers``),
-  one per data file (keyed by its resolved path), so repeated invocations on
-  the same file spend one budget, for good;
+  so repeated invocations on the same file spend one budget, for good;
+* ``--ledger FILE`` naming any other ledger is refused (so is a byte-for-byte
+  copy of the file under another name): a second ledger would be a second,
+  fresh budget. Only ``--new-ledger`` (with ``--ledger`` naming a file that
+  does not exist yet, and ``--budget``) starts one, as the owner's explicit,
+  recorded decision;
 * a ledger that does not exist yet is created only with an explicit total
   budget, ``--budget EPSILON`` (and ``--budget-delta DELTA`` for queries that
   spend δ); without it the verb refuses, before reading anything, and says how
@@ -24,11 +31,11 @@ They refuse to run unless ``--public-data`` states that the file is public
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
 from dpkit.accounting import Accountant, Budget, as_accountant
+from dpkit.accounting.registry import DatasetRegistry, ledger_directory
 from dpkit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
@@ -40,23 +47,17 @@ __all__ = [
 ]
 
 
-def ledger_directory() -> Path:
-    """Where default ledgers live: ``$DPKIT_LEDGER_DIR``, else the user's data directory."""
-    explicit = os.environ.get("DPKIT_LEDGER_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dpkit" / "ledgers"
-
-
 def dataset_identity(table: Path) -> str:
     """A data file's identity: its resolved path (what its ledger records)."""
     return str(Path(table).resolve())
 
 
 def default_ledger(table: Path) -> Path:
-    """The default ledger of a data file: one per resolved path."""
+    """The ledger of a data file: the one registered for it, else one per resolved path."""
     identity = dataset_identity(table)
+    registered = DatasetRegistry().ledger_of(identity)
+    if registered is not None:
+        return registered
     digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:12]
     return ledger_directory() / f"{Path(table).stem}-{digest}.ledger"
 
@@ -66,10 +67,23 @@ def open_cli_accountant(
     ledger: Path | None,
     budget: float | None,
     budget_delta: float | None,
+    new_ledger: bool = False,
 ) -> Accountant:
-    """The accountant a data-reading verb pays from (see the module doc); refuses without one."""
+    """The accountant a data-reading verb pays from (see the module doc); refuses without one.
+
+    Everything here happens before anything is charged or read from the rows.
+    """
+    if new_ledger and (ledger is None or Path(ledger).exists() or budget is None):
+        raise InvalidParameterError(
+            "--new-ledger starts a second budget for a dataset that already has a ledger: it "
+            "needs --ledger naming a file that does not exist yet and --budget, the new "
+            "ledger's total."
+        )
     path = Path(ledger) if ledger is not None else default_ledger(table)
     identity = dataset_identity(table)
+    # One budget per dataset: a ledger other than the dataset's own is refused here,
+    # before any prompt for a budget (the same check the ledger makes when it opens).
+    DatasetRegistry().check(identity, path, new_ledger=new_ledger)
     if path.exists():
         recorded = Accountant.from_ledger(path)
         total, composition = recorded.budget, recorded.composition
@@ -77,8 +91,8 @@ def open_cli_accountant(
         if budget is not None and Budget(budget, budget_delta or 0) != total:
             raise LedgerError(
                 f"the ledger {path} already holds the budget {total}; a dataset's budget is "
-                "fixed when its ledger is created. Drop --budget/--budget-delta to keep using "
-                "it, or name a new ledger with --ledger."
+                "fixed when its ledger is created and cannot be raised. Drop "
+                "--budget/--budget-delta to keep paying from it."
             )
         return Accountant(total, ledger=path, composition=composition, dataset=identity)  # type: ignore[arg-type]
     if budget is None:
@@ -86,11 +100,16 @@ def open_cli_accountant(
         raise InvalidParameterError(
             f"there is no ledger yet at {path}{where}, so this dataset has no budget. Give its "
             "total budget once to create the ledger, e.g. --budget 1.0 (add --budget-delta "
-            "1e-6 if queries will spend delta), or name an existing ledger with --ledger FILE. "
-            "Every later command on this file spends from the same budget."
+            "1e-6 if queries will spend delta). Every later command on this file spends from "
+            "the same budget."
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return Accountant(Budget(budget, budget_delta or 0), ledger=path, dataset=identity)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LedgerError(f"cannot create the directory of the ledger {path}: {err}.") from None
+    return Accountant(
+        Budget(budget, budget_delta or 0), ledger=path, dataset=identity, new_ledger=new_ledger
+    )
 
 
 def cli_payer(
@@ -99,13 +118,14 @@ def cli_payer(
     ledger: Path | None,
     budget: float | None,
     budget_delta: float | None,
+    new_ledger: bool = False,
 ) -> Accountant:
     """The given accountant (tests, scripts), else the file's ledger (:func:`open_cli_accountant`)."""
     if accountant is not None:
         payer = as_accountant(accountant)
         assert payer is not None
         return payer
-    return open_cli_accountant(Path(table), ledger, budget, budget_delta)
+    return open_cli_accountant(Path(table), ledger, budget, budget_delta, new_ledger)
 
 
 def require_public_data(public_data: bool, verb: str) -> None:

@@ -82,6 +82,16 @@ def histogram(
     budget: float | None = typer.Option(
         None, help="Total ε of this dataset, given once to create its ledger."
     ),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="Also save the whole release (every bin and field) as JSON."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole release as JSON."),
+    new_ledger: bool = typer.Option(
+        False,
+        "--new-ledger",
+        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
+        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
+    ),
 ) -> None:
     """Publish a DP histogram of a CSV column over public bins (paid from the file's ledger)."""
     from dpkit.histograms._cli import histogram_command
@@ -114,6 +124,9 @@ def histogram(
         seed=seed,
         ledger=ledger,
         budget=budget,
+        out_file=out_file,
+        as_json=as_json,
+        new_ledger=new_ledger,
     )
 
 
@@ -141,6 +154,16 @@ def histogram2d(
     budget: float | None = typer.Option(
         None, help="Total ε of this dataset, given once to create its ledger."
     ),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="Also save the whole release (every bin and field) as JSON."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole release as JSON."),
+    new_ledger: bool = typer.Option(
+        False,
+        "--new-ledger",
+        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
+        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
+    ),
 ) -> None:
     """Publish a DP 2-D histogram (a map) of two CSV columns over public cells."""
     from dpkit.histograms._cli_grid import histogram2d_command
@@ -159,6 +182,9 @@ def histogram2d(
         seed=seed,
         ledger=ledger,
         budget=budget,
+        out_file=out_file,
+        as_json=as_json,
+        new_ledger=new_ledger,
     )
 
 
@@ -232,10 +258,22 @@ def query(
     types: list[str] | None = typer.Option(
         None, "--type", help="Declared column type COLUMN=TYPE (repeatable), e.g. age=DOUBLE."
     ),
+    infer_types: bool = typer.Option(
+        False, "--infer-types", help="Take undeclared column types from the file (warns)."
+    ),
     privacy_unit: str | None = typer.Option(None, "--privacy-unit", help="Person-id column."),
     max_contributions: int = typer.Option(1, "--max-contributions", help="Rows kept per person."),
     level: float = typer.Option(0.95, help="Confidence level of the intervals."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    out_file: Path | None = typer.Option(
+        None, "--out", help="Also save the whole release as JSON."
+    ),
+    new_ledger: bool = typer.Option(
+        False,
+        "--new-ledger",
+        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
+        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
+    ),
 ) -> None:
     """Answer one private query about a table (DuckDB), with error bounds."""
     from dpkit.tables._cli import query_command
@@ -246,6 +284,7 @@ def query(
             keys=keys, where=where, q=q, bins=bins, domain=domain, delta=delta, budget=budget,
             budget_delta=budget_delta, ledger=ledger, privacy_unit=privacy_unit,
             max_contributions=max_contributions, level=level, as_json=as_json, types=types,
+            infer_types=infer_types, out_file=out_file, new_ledger=new_ledger,
         )
     )  # fmt: skip
 
@@ -304,8 +343,11 @@ def survey_simulate(
     seed: int | None = typer.Option(None, help="Seed (reproducible simulation; never publish)."),
 ) -> None:
     """Simulate respondents and the reports their devices would send."""
+    from dpkit._cli_output import check_output
     from dpkit.local._cli_survey import simulate_command
 
+    check_output(out, "--out", None)
+    check_output(answers_out, "--answers-out", None)
     simulate_command(spec, n, out, answers_out, seed)
 
 
@@ -325,8 +367,10 @@ def survey_estimate(
     ),
 ) -> None:
     """Estimate every question's shares or mean, with intervals."""
+    from dpkit._cli_output import PLOT_SUFFIXES, check_output
     from dpkit.local._cli_survey import estimate_command
 
+    check_output(plot, "--plot", PLOT_SUFFIXES)
     estimate_command(reports, spec, level, plot, answers)
 
 
@@ -361,8 +405,10 @@ def location_obfuscate(
     ),
 ) -> None:
     """Replace each location by a planar-Laplace report (exact, on a lattice)."""
+    from dpkit._cli_output import check_output
     from dpkit.local.location._cli import obfuscate_command
 
+    check_output(out, "--out", None)  # before any location is read or perturbed
     obfuscate_command(
         table, out, epsilon=epsilon, area=area, lat=lat, lon=lon, keep=keep, step=step, seed=seed
     )

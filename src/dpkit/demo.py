@@ -18,6 +18,8 @@ from dpkit import mechanisms
 from dpkit.tables import GroupedRelease, Session
 
 DISTRICTS = ("Ba Dinh", "Hoan Kiem", "Dong Da", "Cau Giay", "Tay Ho")
+#: The patients table's column types, declared (public metadata, never read from the rows).
+PATIENT_TYPES = {"age": "DOUBLE", "weight": "DOUBLE", "condition": "BOOLEAN", "district": "VARCHAR"}
 
 
 def patients(n: int = 5000, seed: int = 7) -> pd.DataFrame:
@@ -51,7 +53,7 @@ def run_demo(seed: int = 7, console: Console | None = None) -> list[_Row]:
     """Answer private questions through a :class:`dpkit.Session` with a total budget of 1."""
     console = console or Console()
     table = patients(seed=seed)
-    session = Session.from_pandas(table, epsilon=1.0)
+    session = Session.from_pandas(table, types=PATIENT_TYPES, epsilon=1.0)
     rows: list[_Row] = []
 
     def show(question: str, release: Any, digits: int = 1) -> None:

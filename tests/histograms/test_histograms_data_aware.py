@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import collections
 import importlib
-import math
 import warnings
 
 import numpy as np
@@ -14,9 +12,7 @@ from dpkit import histograms
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._workload import workload_ranges
-from dpkit.histograms.dawa import dyadic_lengths, private_partition
 from dpkit.histograms.hb import hb_choice
-from dpkit.mechanisms import Laplace, as_source
 
 # The modules (the package exports functions of the same names).
 dawa_module = importlib.import_module("dpkit.histograms.dawa")
@@ -150,36 +146,7 @@ def test_answer_error_matches_simulation_given_the_structure(
     assert empirical == pytest.approx(np.mean(stated, axis=0), rel=0.15)
 
 
-def _partition_loss(sensitivity: float, runs: int) -> float:
-    """Largest |log P(P | x) / P(P | x')| over frequent partitions P (DAWA's stage 1)."""
-    x, y = np.array([0.0, 0.0, 2.0, 0.0]), np.array([0.0, 0.0, 3.0, 0.0])
-    lengths = dyadic_lengths(4)
-    noise = Laplace(epsilon=1.0, sensitivity=sensitivity, size=lengths.size * 4, changed=3)
-    seen = []
-    for seed, counts in ((1, x), (2, y)):
-        source = as_source(np.random.default_rng(seed))
-        seen.append(
-            collections.Counter(
-                tuple(private_partition(counts, lengths, noise, 1.0, source).tolist())
-                for _ in range(runs)
-            )
-        )
-    worst = 0.0
-    for partition in set(seen[0]) | set(seen[1]):
-        p, q = seen[0][partition] / runs, seen[1][partition] / runs
-        if min(p, q) > 0.02:
-            # Lower end of a ~3-sigma interval of the log ratio (delta method).
-            se = math.sqrt((1 - p) / (p * runs) + (1 - q) / (q * runs))
-            worst = max(worst, abs(math.log(p / q)) - 3 * se)
-    return worst
-
-
-@pytest.mark.audit
-def test_dawa_partition_audit_within_epsilon_and_fails_when_broken() -> None:
-    # dpkit's scale (2Δ/epsilon_1, Δ = 2): the empirical loss stays below epsilon_1 = 1.
-    assert _partition_loss(2.0 * dawa_module.DEVIATION_SENSITIVITY, 20000) <= 1.0
-    # A noise scale 8 times too small is caught.
-    assert _partition_loss(0.5, 20000) > 1.0
+# DAWA's stage 1 (the released partition) is audited in test_histograms_dawa_partition.py.
 
 
 # -- end-to-end audits of Hb and AHP: the released estimate of the changed bin --------------

@@ -292,7 +292,12 @@ def test_a_seeded_source_warns_that_it_is_not_private() -> None:
     import pandas as pd
 
     with pytest.warns(PrivacyWarning, match="seeded random source"):
-        Session.from_pandas(pd.DataFrame({"x": [1.0]}), epsilon=1.0, rng=5)
+        Session.from_pandas(
+            pd.DataFrame({"x": [1.0]}),
+            types={"x": "DOUBLE"},
+            epsilon=1.0,
+            rng=5,
+        )
 
 
 @pytest.mark.parametrize(

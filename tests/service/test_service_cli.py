@@ -103,6 +103,7 @@ def test_every_file_format_serves(tmp_path: Path, fmt: str) -> None:
 store = "s.db"
 [datasets.p]
 {source}
+types = {{ age = "DOUBLE", weight = "DOUBLE", condition = "BOOLEAN", district = "VARCHAR" }}
 [datasets.p.columns.age]
 bounds = [0, 120]
 [analysts.a]

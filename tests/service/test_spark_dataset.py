@@ -26,7 +26,7 @@ store = "s.db"
 [datasets.p]
 source = "p.csv"
 format = "spark"
-types = {{ age = "DOUBLE", weight = "DOUBLE", condition = "BOOLEAN" }}
+types = {{ age = "DOUBLE", weight = "DOUBLE", condition = "BOOLEAN", district = "VARCHAR" }}
 [datasets.p.columns.age]
 bounds = [0, 120]
 [datasets.p.columns.district]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from dpkit.errors import InvalidParameterError
+from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.service.twin import PLACEHOLDER_DATES, synthetic_twin
 from dpkit.tables import Column, Schema, Session
 
@@ -80,7 +80,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Session:
 @pytest.fixture(scope="module")
 def twin() -> Session:
     frame = synthetic_twin(TYPES, SCHEMA, rows=300, seed=1, privacy_unit="pid")
-    return Session.from_pandas(frame, epsilon=1000.0, schema=SCHEMA, **OPTIONS)
+    return Session.from_pandas(frame, types=TYPES, epsilon=1000.0, schema=SCHEMA, **OPTIONS)
 
 
 def test_twin_has_the_real_column_kinds_and_types(real: Session, twin: Session) -> None:
@@ -88,12 +88,13 @@ def test_twin_has_the_real_column_kinds_and_types(real: Session, twin: Session) 
     assert twin.columns == real.columns  # the very DuckDB types, DECIMAL(10,2) and DATE included
 
 
-def test_twin_dtypes_need_no_inference() -> None:
+def test_twin_dtypes_are_the_declared_types() -> None:
+    """Read by its own dtypes (infer_types=True), the twin has the declared types."""
     frame = synthetic_twin(TYPES, SCHEMA, rows=50)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        Session.from_pandas(frame, epsilon=1.0, schema=SCHEMA)
-    assert not [w for w in caught if "dtype 'object'" in str(w.message)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        own = Session.from_pandas(frame, infer_types=True, epsilon=1.0, schema=SCHEMA)
+    assert own.columns == Session.from_pandas(frame, types=TYPES, epsilon=1.0).columns
 
 
 E = 0.5
@@ -141,7 +142,9 @@ def test_type_aliases_give_the_real_kind(type_name: str, tmp_path: Path) -> None
     path = tmp_path / "one.csv"
     path.write_text("x\n\n", encoding="utf-8")  # one row, missing
     real = Session.from_csv(path, epsilon=1.0, types={"x": type_name})
-    twin = Session.from_pandas(synthetic_twin({"x": type_name}, Schema(), rows=20), epsilon=1.0)
+    twin = Session.from_pandas(  # read by the twin's own dtypes
+        synthetic_twin({"x": type_name}, Schema(), rows=20), infer_types=True, epsilon=1.0
+    )
     assert twin.column_kinds == real.column_kinds
     if type_name != "HUGEINT":  # pandas has no 128-bit integers: BIGINT, also numeric
         assert twin.columns == real.columns
@@ -150,7 +153,7 @@ def test_type_aliases_give_the_real_kind(type_name: str, tmp_path: Path) -> None
 @pytest.mark.parametrize("type_name", ["TIME", "UUID", "BLOB", "INTERVAL", "INTEGER[]", "nonsense"])
 def test_other_types_become_text(type_name: str) -> None:
     frame = synthetic_twin({"x": type_name}, Schema(), rows=40)
-    assert Session.from_pandas(frame, epsilon=1.0).column_kinds == {"x": "text"}
+    assert Session.from_pandas(frame, infer_types=True, epsilon=1.0).column_kinds == {"x": "text"}
     assert set(frame["x"].dropna()) <= {f"value_{i}" for i in range(1, 21)}
 
 

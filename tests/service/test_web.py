@@ -376,3 +376,26 @@ def test_basic_accessibility(page: Page, service: tuple[str, dict[str, str]]) ->
         seen.add(focused[0])
         assert focused[2] != "none" and focused[3] >= 2, focused
     assert {"kind", "column", "epsilon", "twin", "cost-button", "run-button"} <= seen
+
+
+def test_the_api_reference_renders_offline_under_the_csp(
+    browser: Browser, service: tuple[str, dict[str, str]]
+) -> None:
+    """/docs: Swagger UI from the service's own files, under ``script-src 'self'``: it
+    renders every route, loads nothing from another origin and trips no CSP violation."""
+    base, _ = service
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    requested: list[str] = []
+    problems: list[str] = []
+    tab.on("request", lambda r: requested.append(r.url))
+    tab.on("pageerror", lambda err: problems.append(str(err)))
+    tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    tab.goto(f"{base}/docs")
+    expect(tab.locator(".opblock").first).to_be_visible()
+    expect(
+        tab.locator(".opblock-summary-path", has_text="/api/v1/datasets/{name}/query")
+    ).to_have_count(1)
+    context.close()
+    assert problems == []
+    assert [u for u in requested if not u.startswith((base, "data:"))] == []

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from tests.tables._declared import types_of
 
 from dpkit.tables import Session
 
@@ -38,7 +39,9 @@ def people() -> pd.DataFrame:
 @pytest.fixture
 def session(people: pd.DataFrame) -> Session:
     """A seeded session with a large budget (tests only)."""
-    return Session.from_pandas(people, epsilon=1000.0, delta=1e-3, rng=12345)
+    return Session.from_pandas(
+        people, types=types_of(people), epsilon=1000.0, delta=1e-3, rng=12345
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from tests.tables._declared import types_of
 
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms import PublishedGrid
@@ -32,7 +33,7 @@ def points() -> pd.DataFrame:
 
 @pytest.mark.parametrize("method", HISTOGRAM2D_METHODS)
 def test_every_method_estimates_the_numpy_grid(points: pd.DataFrame, method: str) -> None:
-    s = Session.from_pandas(points, epsilon=100.0, rng=1)
+    s = Session.from_pandas(points, types=types_of(points), epsilon=100.0, rng=1)
     r = s.histogram2d("lon", "lat", epsilon=50.0, bins=(20, 16), bounds=(XB, YB), method=method)
     kept = points.dropna()
     truth, _, _ = np.histogram2d(
@@ -50,7 +51,7 @@ def test_every_method_estimates_the_numpy_grid(points: pd.DataFrame, method: str
 
 
 def test_edges_per_axis_filters_and_the_spec_round_trip(points: pd.DataFrame) -> None:
-    s = Session.from_pandas(points, epsilon=10.0, rng=2)
+    s = Session.from_pandas(points, types=types_of(points), epsilon=10.0, rng=2)
     r = s.histogram2d(
         "lon",
         "age",
@@ -85,7 +86,7 @@ def test_edges_per_axis_filters_and_the_spec_round_trip(points: pd.DataFrame) ->
 def test_public_mistakes_are_refused_before_the_charge(
     points: pd.DataFrame, kwargs: dict, message: str
 ) -> None:
-    s = Session.from_pandas(points, epsilon=1.0, rng=1)
+    s = Session.from_pandas(points, types=types_of(points), epsilon=1.0, rng=1)
     with pytest.raises((InvalidParameterError, TypeError), match=message):
         s.histogram2d("lon", "lat", epsilon=0.5, **kwargs)
     with pytest.raises(InvalidParameterError, match="two different columns"):

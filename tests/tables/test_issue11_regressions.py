@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.tables._declared import types_of
 
 from dpkit._checks import exact
 from dpkit.accounting import Accountant, Budget
@@ -94,7 +95,9 @@ def test_one_person_opening_new_groups_changes_nothing_public(
     )
     seen = []
     for frame in (base, pd.concat([base, newcomer], ignore_index=True)):
-        s = Session.from_pandas(frame, epsilon=100.0, delta=1e-3, rng=3, **unit)
+        s = Session.from_pandas(
+            frame, types=types_of(frame), epsilon=100.0, delta=1e-3, rng=3, **unit
+        )
         r = _KIND_CALLS[kind](s)
         per_key = {
             repr(
@@ -123,9 +126,11 @@ def _pick_gaps(frame: pd.DataFrame, sessions: int, spark: Any = None) -> np.ndar
     unit: dict[str, Any] = {"privacy_unit": "pid", "max_contributions": 1}
     for seed in range(sessions):
         if spark is None:
-            s = Session.from_pandas(frame, epsilon=1e9, rng=seed, **unit)
+            s = Session.from_pandas(frame, types=types_of(frame), epsilon=1e9, rng=seed, **unit)
         else:
-            s = Session.from_spark(spark.createDataFrame(frame), epsilon=1e9, rng=seed, **unit)
+            s = Session.from_spark(
+                spark.createDataFrame(frame), types=types_of(frame), epsilon=1e9, rng=seed, **unit
+            )
         a = s.sum("x", epsilon=1e6, bounds=(0, _TOP))
         b = s.sum("x", epsilon=1e6, bounds=(0, _TOP), where={"g": "p"})
         gaps[seed] = abs(a.value - b.value)
@@ -199,7 +204,7 @@ def _typed() -> pd.DataFrame:
     ids=lambda v: repr(v),
 )
 def test_spellings_of_one_value_are_never_parallel(column: str, first: Any, second: Any) -> None:
-    s = Session.from_pandas(_typed(), epsilon=10.0, rng=0)
+    s = Session.from_pandas(_typed(), types=types_of(_typed()), epsilon=10.0, rng=0)
     items = [
         Parallel(
             Query("count", epsilon=1.0, where={column: first}),
@@ -221,9 +226,9 @@ def test_spellings_of_one_value_are_never_parallel(column: str, first: Any, seco
 
 @pytest.mark.parametrize("same_data", [True, False], ids=["same-table", "other-table"])
 def test_a_plan_from_another_session_is_refused_before_any_charge(same_data: bool) -> None:
-    first = Session.from_pandas(_people(), epsilon=5.0, rng=0)
+    first = Session.from_pandas(_people(), types=types_of(_people()), epsilon=5.0, rng=0)
     other_frame = _people() if same_data else _people(seed=2)
-    second = Session.from_pandas(other_frame, epsilon=5.0, rng=0)
+    second = Session.from_pandas(other_frame, types=types_of(other_frame), epsilon=5.0, rng=0)
     plan = first.plan(
         [Query("count", epsilon=1.0), Query("mean", "x", epsilon=1.0, bounds=(0, 10))]
     )
@@ -240,8 +245,12 @@ def test_a_plan_from_another_session_is_refused_before_any_charge(same_data: boo
 def test_the_csv_warning_names_exactly_the_columns_whose_types_were_inferred(tmp_path: Any) -> None:
     path = tmp_path / "t.csv"
     _people(10).to_csv(path, index=False)
+    with pytest.raises(InvalidParameterError, match=r"columns \['g', 'flag'\]"):
+        Session.from_csv(path, epsilon=1.0, types={"pid": "BIGINT", "x": "DOUBLE"})
     with pytest.warns(PrivacyWarning) as caught:
-        s = Session.from_csv(path, epsilon=1.0, types={"pid": "BIGINT", "x": "DOUBLE"})
+        s = Session.from_csv(
+            path, epsilon=1.0, types={"pid": "BIGINT", "x": "DOUBLE"}, infer_types=True
+        )
     text = " ".join(str(w.message) for w in caught if issubclass(w.category, PrivacyWarning))
     assert "'g'" in text and "'flag'" in text
     assert "'pid'" not in text and "'x'" not in text
@@ -270,7 +279,7 @@ def _split_total(details: dict[str, Any]) -> Fraction:
     eps=st.floats(min_value=1e-3, max_value=50, allow_nan=False).map(lambda e: float(f"{e:.7g}"))
 )
 def test_every_split_of_epsilon_sums_to_at_most_what_was_charged(eps: float) -> None:
-    s = Session.from_pandas(_people(30), epsilon=1e4, rng=0)
+    s = Session.from_pandas(_people(30), types=types_of(_people(30)), epsilon=1e4, rng=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         releases = [
@@ -288,7 +297,9 @@ def test_every_split_of_epsilon_sums_to_at_most_what_was_charged(eps: float) -> 
 
 
 def test_threads_mixing_queries_and_plans_never_charge_without_answering() -> None:
-    s = Session.from_pandas(_people(600), epsilon=20.0, delta=1e-3, rng=None)
+    s = Session.from_pandas(
+        _people(600), types=types_of(_people(600)), epsilon=20.0, delta=1e-3, rng=None
+    )
     answered: list[Any] = []
     refused: list[Any] = []
     failed: list[BaseException] = []
@@ -337,7 +348,10 @@ def test_threads_mixing_queries_and_plans_never_charge_without_answering() -> No
 def test_two_sessions_on_one_accountant_from_threads_never_overspend() -> None:
     shared = Accountant(Budget(10.0, 0.0))
     sessions = [
-        Session.from_pandas(_people(300, seed=i), accountant=shared, rng=None) for i in (1, 2)
+        Session.from_pandas(
+            _people(300, seed=i), types=types_of(_people(300, seed=i)), accountant=shared, rng=None
+        )
+        for i in (1, 2)
     ]
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -394,9 +408,17 @@ def test_a_malformed_cell_in_a_declared_csv_column_is_no_membership_oracle(
 # -- class 6 (pandas): an object column's type is read off its values --------------------
 
 
-def test_from_pandas_announces_types_inferred_from_object_columns() -> None:
-    """Today [1.5, 2.5, 3.0] as object dtype is numeric, and with one more person's "abc"
-    it is text (every numeric query on it then refused): an ε = ∞ distinguisher."""
+def test_from_pandas_object_columns_take_their_declared_type_whatever_they_hold() -> None:
+    """[1.5, 2.5, 3.0] as object dtype was numeric, and with one more person's "abc" text
+    (every numeric query on it then refused): an ε = ∞ distinguisher. Now the declared
+    type holds for both, and "abc" is a missing value."""
     numbers = pd.DataFrame({"x": pd.Series([1.5, 2.5, 3.0], dtype=object), "g": ["a", "b", "c"]})
-    with pytest.warns(PrivacyWarning, match="'x'"):
+    hostile = pd.concat(
+        [numbers, pd.DataFrame({"x": pd.Series(["abc"], dtype=object), "g": ["d"]})],
+        ignore_index=True,
+    )
+    types = {"x": "DOUBLE", "g": "VARCHAR"}
+    for frame in (numbers, hostile):
+        assert Session.from_pandas(frame, types=types, epsilon=1.0).columns == types
+    with pytest.raises(InvalidParameterError, match="no declared type"):
         Session.from_pandas(numbers, epsilon=1.0)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from tests.tables._declared import types_of
 
 import dpkit.mechanisms as mechanisms
 from dpkit.audit import AuditResult, audit_samples
@@ -206,7 +207,7 @@ def _samples(case: Case, rows: list[Row], m: int, seed: int) -> np.ndarray:
         frame = _copies(rows, m)
     else:  # the table must not be empty: one row under a key that is never audited
         frame = pd.DataFrame({"x": [0.0], "g": ["a"], "key": ["other"], "pid": [0]})
-    s = Session.from_pandas(frame, epsilon=1e6, delta=0.5, rng=seed)
+    s = Session.from_pandas(frame, types=types_of(frame), epsilon=1e6, delta=0.5, rng=seed)
     r = case.call(s, keys)
     missing = -1e9  # a key that was not released (private keys)
     return np.array([case.sample(r.value[k]) if k in r.value else missing for k in keys])
@@ -253,7 +254,7 @@ def _two_queries(
 ) -> np.ndarray:
     """Two grouped sums (ε/2 each; the second filtered to g == 'a'); a sample per key."""
     keys = _keys(m)
-    s = Session.from_pandas(frame, epsilon=1e6, rng=seed, **opts)
+    s = Session.from_pandas(frame, types=types_of(frame), epsilon=1e6, rng=seed, **opts)
     a, b = s.run(
         [
             Query("sum", "x", epsilon=EPS / 2, bounds=BOUNDS, **_by(keys)),
@@ -360,7 +361,7 @@ def _ungrouped_samples(case: Case, rows: list[Row], runs: int, seed: int) -> np.
     """The same query without group_by, once per run on one session (the ungrouped code path)."""
     frame = pd.DataFrame(rows)
     frame["key"] = "k000000"
-    s = Session.from_pandas(frame, epsilon=1e9, delta=0.5, rng=seed)
+    s = Session.from_pandas(frame, types=types_of(frame), epsilon=1e9, delta=0.5, rng=seed)
     out = np.empty(runs)
     for i in range(runs):
         out[i] = case.sample(case.call(s, None).value)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from tests.tables._declared import types_of
 
 import dpkit
 from dpkit.accounting import Budget
@@ -36,19 +37,20 @@ def test_every_constructor_gives_the_same_exact_count(people: pd.DataFrame, tmp_
         people.to_sql("people", lite, index=False)
     import polars as pl
 
+    types = types_of(people)
     sessions = [
-        Session.from_csv(csv, epsilon=1.0),
-        Session.from_csv(csv, epsilon=1.0, materialize=True),
-        Session.from_parquet(parquet, epsilon=1.0),
-        Session.from_pandas(people, epsilon=1.0),
-        Session.from_polars(pl.from_pandas(people), epsilon=1.0),
-        Session.from_arrow(pa.Table.from_pandas(people), epsilon=1.0),
-        Session.from_duckdb("people_view", connection=con, epsilon=1.0),
-        Session.from_duckdb(con.table("people_view"), epsilon=1.0),
-        Session.from_sql(db, "people", epsilon=1.0),
+        Session.from_csv(csv, types=types, epsilon=1.0),
+        Session.from_csv(csv, types=types, epsilon=1.0, materialize=True),
+        Session.from_parquet(parquet, types=types, epsilon=1.0),
+        Session.from_pandas(people, types=types, epsilon=1.0),
+        Session.from_polars(pl.from_pandas(people), types=types, epsilon=1.0),
+        Session.from_arrow(pa.Table.from_pandas(people), types=types, epsilon=1.0),
+        Session.from_duckdb("people_view", connection=con, types=types, epsilon=1.0),
+        Session.from_duckdb(con.table("people_view"), types=types, epsilon=1.0),
+        Session.from_sql(db, "people", types=types, epsilon=1.0),
     ]
     for s in sessions:
-        assert set(people.columns) <= set(s.columns)
+        assert s.columns == types  # the declared types, whatever the source stored
         exact = s.engine.moments(Rows(), None, ())
         assert int(exact["n"].iloc[0]) == len(people)
 
@@ -59,13 +61,18 @@ def test_constructor_errors(people: pd.DataFrame, tmp_path: Path) -> None:
     with pytest.raises(InvalidParameterError, match="pandas DataFrame"):
         Session.from_pandas([1, 2], epsilon=1.0)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="epsilon"):
-        Session.from_pandas(people, epsilon=0.0)
+        Session.from_pandas(people, types=types_of(people), epsilon=0.0)
     with pytest.raises(InvalidParameterError, match="unknown column 'nope' in privacy_unit"):
-        Session.from_pandas(people, epsilon=1.0, privacy_unit="nope")
+        Session.from_pandas(people, types=types_of(people), epsilon=1.0, privacy_unit="nope")
     with pytest.raises(InvalidParameterError, match="needs privacy_unit"):
-        Session.from_pandas(people, epsilon=1.0, max_contributions=3)
+        Session.from_pandas(people, types=types_of(people), epsilon=1.0, max_contributions=3)
     with pytest.raises(InvalidParameterError, match="unknown column 'height' in the schema"):
-        Session.from_pandas(people, epsilon=1.0, schema={"columns": {"height": {"bounds": [0, 2]}}})
+        Session.from_pandas(
+            people,
+            types=types_of(people),
+            epsilon=1.0,
+            schema={"columns": {"height": {"bounds": [0, 2]}}},
+        )
     with pytest.raises(
         (InvalidParameterError, DataError), match=r"extension is not installed|could not open"
     ):
@@ -78,7 +85,7 @@ def test_constructor_errors(people: pd.DataFrame, tmp_path: Path) -> None:
 
 def test_an_empty_table_is_refused_at_construction(people: pd.DataFrame) -> None:
     with pytest.raises(DataError, match="has no rows"):
-        Session.from_pandas(people.iloc[:0], epsilon=1.0)
+        Session.from_pandas(people.iloc[:0], types=types_of(people.iloc[:0]), epsilon=1.0)
 
 
 def test_an_empty_filter_is_private_and_answered_with_noise(session: Session) -> None:
@@ -122,7 +129,7 @@ def test_group_by_keys_from_the_schema_and_two_columns(people: pd.DataFrame) -> 
     schema = Schema.of(
         [Column("district", domain=["A", "B", "C", "D"]), Column("smoker", domain=[True, False])]
     )
-    s = Session.from_pandas(people, epsilon=10.0, schema=schema, rng=3)
+    s = Session.from_pandas(people, types=types_of(people), epsilon=10.0, schema=schema, rng=3)
     r = s.count(epsilon=1.0, group_by=["district", "smoker"])
     assert len(r) == 8 and ("A", True) in r
     truth = people.groupby(["district", "smoker"]).size()
@@ -266,14 +273,16 @@ def test_private_bounds_read_twice_after_one_charge(spied: tuple[Session, SpyEng
 
 def test_ledger_persists_spending_across_sessions(people: pd.DataFrame, tmp_path: Path) -> None:
     ledger = tmp_path / "budget.ledger"
-    a = Session.from_pandas(people, epsilon=1.0, ledger=ledger)
+    a = Session.from_pandas(people, types=types_of(people), epsilon=1.0, ledger=ledger)
     a.count(epsilon=0.6)
-    b = Session.from_pandas(people, epsilon=1.0, ledger=ledger)
+    b = Session.from_pandas(people, types=types_of(people), epsilon=1.0, ledger=ledger)
     assert b.spent.epsilon == pytest.approx(0.6) and b.remaining.epsilon == pytest.approx(0.4)
     with pytest.raises(BudgetExceededError):
         b.count(epsilon=0.5)
     with pytest.raises(dpkit.LedgerError):
-        Session.from_pandas(people, epsilon=5.0, ledger=ledger)  # cannot raise the budget
+        Session.from_pandas(
+            people, types=types_of(people), epsilon=5.0, ledger=ledger
+        )  # cannot raise the budget
 
 
 # ------------------------------------------------------------------ bad input
@@ -364,12 +373,12 @@ def test_bad_input_gets_a_clear_error(
 
 def test_text_in_a_numeric_column_is_an_error_or_missing_by_choice() -> None:
     df = pd.DataFrame({"x": ["1", "2", SECRET, "4"]})
-    s = Session.from_pandas(df, epsilon=100.0, rng=1)
+    s = Session.from_pandas(df, types=types_of(df), epsilon=100.0, rng=1)
     with pytest.raises(DataError) as info:
         s.mean("x", epsilon=1.0, bounds=(0, 10))
     assert SECRET not in str(info.value) and "coerce" in str(info.value)
     coerced = Session.from_pandas(
-        df, epsilon=100.0, rng=1, schema=Schema.of([Column("x", coerce=True)])
+        df, types=types_of(df), epsilon=100.0, rng=1, schema=Schema.of([Column("x", coerce=True)])
     )
     r = coerced.count("x", epsilon=50.0)
     assert abs(r.value - 3) <= 2  # the text entry counts as missing (dropped)
@@ -377,7 +386,7 @@ def test_text_in_a_numeric_column_is_an_error_or_missing_by_choice() -> None:
 
 def test_no_error_message_contains_a_data_value(people: pd.DataFrame) -> None:
     df = people.assign(note=np.where(np.arange(len(people)) == 3, SECRET, "ok"))
-    s = Session.from_pandas(df, epsilon=1.0, rng=1)
+    s = Session.from_pandas(df, types=types_of(df), epsilon=1.0, rng=1)
     messages = []
     for call in [
         lambda: s.mean("note", epsilon=0.1, bounds=(0, 1)),
@@ -395,9 +404,9 @@ def test_no_error_message_contains_a_data_value(people: pd.DataFrame) -> None:
 
 def test_nulls_replace_policy_counts_every_row(people: pd.DataFrame) -> None:
     schema = Schema.of([Column("age", bounds=(0, 120), nulls="replace", replacement=40)])
-    s = Session.from_pandas(people, epsilon=1000.0, schema=schema, rng=2)
+    s = Session.from_pandas(people, types=types_of(people), epsilon=1000.0, schema=schema, rng=2)
     assert abs(s.count("age", epsilon=100.0).value - len(people)) <= 1
-    plain = Session.from_pandas(people, epsilon=1000.0, rng=2)
+    plain = Session.from_pandas(people, types=types_of(people), epsilon=1000.0, rng=2)
     assert abs(plain.count("age", epsilon=100.0).value - people["age"].count()) <= 1
 
 
@@ -452,7 +461,9 @@ def test_parallel_not_provably_disjoint_is_charged_in_sequence(
     )
     assert session.plan([disjoint]).parallel == (True,)
     assert session.plan([disjoint]).epsilon == pytest.approx(0.2)
-    per_person = Session.from_pandas(people, epsilon=1.0, privacy_unit="pid")
+    per_person = Session.from_pandas(
+        people, types=types_of(people), epsilon=1.0, privacy_unit="pid"
+    )
     person_plan = per_person.plan(
         [
             Parallel(
@@ -472,7 +483,7 @@ def test_parallel_disjointness_is_decided_on_canonical_dates() -> None:
     import datetime as dt
 
     frame = pd.DataFrame({"day": pd.to_datetime(["2020-01-01", "2020-01-02"] * 10), "x": range(20)})
-    s = Session.from_pandas(frame, epsilon=10.0, rng=1)
+    s = Session.from_pandas(frame, types=types_of(frame), epsilon=10.0, rng=1)
     same_day = Parallel(
         Query("count", epsilon=0.5, where={"day": "2020-01-01"}),
         Query("count", epsilon=0.5, where={"day": dt.date(2020, 1, 1)}),
@@ -488,8 +499,8 @@ def test_parallel_disjointness_is_decided_on_canonical_dates() -> None:
 
 
 def test_a_plan_runs_only_on_the_session_that_prepared_it(people: pd.DataFrame) -> None:
-    a = Session.from_pandas(people, epsilon=1.0, rng=1)
-    b = Session.from_pandas(people.iloc[:10], epsilon=1.0, rng=2)
+    a = Session.from_pandas(people, types=types_of(people), epsilon=1.0, rng=1)
+    b = Session.from_pandas(people.iloc[:10], types=types_of(people.iloc[:10]), epsilon=1.0, rng=2)
     plan = a.plan([Query("count", epsilon=0.5)])
     with pytest.raises(InvalidParameterError, match="another session"):
         b.run(plan)
@@ -500,13 +511,15 @@ def test_sessions_can_share_one_accountant(people: pd.DataFrame) -> None:
     from dpkit.accounting import Accountant
 
     shared = Accountant(Budget(1.0))
-    a = Session.from_pandas(people, accountant=shared, rng=1)
-    b = Session.from_pandas(people.iloc[:100], accountant=shared, rng=2)
+    a = Session.from_pandas(people, types=types_of(people), accountant=shared, rng=1)
+    b = Session.from_pandas(
+        people.iloc[:100], types=types_of(people.iloc[:100]), accountant=shared, rng=2
+    )
     a.count(epsilon=0.6)
     assert b.remaining.epsilon == pytest.approx(0.4)
     with pytest.raises(BudgetExceededError):
         b.count(epsilon=0.5)
     with pytest.raises(InvalidParameterError, match="not both"):
-        Session.from_pandas(people, accountant=shared, epsilon=1.0)
+        Session.from_pandas(people, types=types_of(people), accountant=shared, epsilon=1.0)
     with pytest.raises(InvalidParameterError, match="needs epsilon"):
-        Session.from_pandas(people)
+        Session.from_pandas(people, types=types_of(people))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from tests.tables._declared import types_of
 
 from dpkit.errors import DataError
 from dpkit.tables import Session
@@ -148,7 +149,9 @@ def test_spark_errors_withhold_the_message(engines: tuple[Any, DuckDBEngine]) ->
 
 
 def test_a_session_on_spark(spark: Any, data: pd.DataFrame) -> None:
-    s = Session.from_spark(spark.createDataFrame(data), epsilon=10.0, delta=1e-6, rng=5)
+    s = Session.from_spark(
+        spark.createDataFrame(data), types=types_of(data), epsilon=10.0, delta=1e-6, rng=5
+    )
     r = s.mean("x", epsilon=2.0, bounds=(0, 100), group_by="g", keys=["a", "b", "c"])
     truth = data.assign(x=data["x"].clip(0, 100)).groupby("g")["x"].mean()
     for k in ("a", "b", "c"):

@@ -63,6 +63,15 @@ if not _loads("sqlite"):
 
 # ------------------------------------------------------------------ data and truth
 
+#: The people table's declared column types (SQLite stores them as it likes).
+PEOPLE_TYPES = {
+    "id": "BIGINT",
+    "age": "DOUBLE",
+    "income": "DOUBLE",
+    "district": "VARCHAR",
+    "note": "VARCHAR",
+}
+
 
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
@@ -131,7 +140,7 @@ def _check_answers(s: Session, frame: pd.DataFrame) -> None:
 
 def _same_as_pandas(s: Session, frame: pd.DataFrame) -> None:
     """Same seed, same exact aggregates: the scanner session answers like from_pandas."""
-    ref = Session.from_pandas(frame, epsilon=10.0, rng=11, level=0.99)
+    ref = Session.from_pandas(frame, types=PEOPLE_TYPES, epsilon=10.0, rng=11, level=0.99)
     for query in (
         lambda t: t.count(epsilon=1.0).value,
         lambda t: t.sum("income", epsilon=1.0, bounds=INCOME_BOUNDS).value,
@@ -180,24 +189,27 @@ def _digest(path: Path) -> tuple[str, list[str]]:
 
 def test_sqlite_scanner_answers(sqlite_db: Path, frame: pd.DataFrame) -> None:
     before = _digest(sqlite_db)
-    s = Session.from_sql(sqlite_db, "people", epsilon=20.0, rng=5, level=0.99)
+    s = Session.from_sql(sqlite_db, "people", types=PEOPLE_TYPES, epsilon=20.0, rng=5, level=0.99)
     assert _attached_type(s) == "sqlite"
     _check_answers(s, frame)
-    _same_as_pandas(Session.from_sql(sqlite_db, "people", epsilon=10.0, rng=11, level=0.99), frame)
+    _same_as_pandas(
+        Session.from_sql(sqlite_db, "people", types=PEOPLE_TYPES, epsilon=10.0, rng=11, level=0.99),
+        frame,
+    )
     _write_is_refused(s)
     assert _digest(sqlite_db) == before  # same bytes, no journal or WAL files left
 
 
 def test_sqlite_scanner_errors(sqlite_db: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="could not read table 'nope' from the SQLite file") as e:
-        Session.from_sql(sqlite_db, "nope", epsilon=1.0)
+        Session.from_sql(sqlite_db, "nope", types=PEOPLE_TYPES, epsilon=1.0)
     assert SECRET not in str(e.value) and e.value.__context__ is None
     with pytest.raises(InvalidParameterError, match="does not exist"):
-        Session.from_sql(tmp_path / "missing.sqlite", "people", epsilon=1.0)
+        Session.from_sql(tmp_path / "missing.sqlite", "people", types=PEOPLE_TYPES, epsilon=1.0)
     with pytest.raises(DataError, match="could not read table 'people' from the SQLite file") as e:
         not_sqlite = tmp_path / "text.sqlite"
         not_sqlite.write_text(f"{SECRET}\n" * 100)
-        Session.from_sql(not_sqlite, "people", epsilon=1.0)
+        Session.from_sql(not_sqlite, "people", types=PEOPLE_TYPES, epsilon=1.0)
     assert SECRET not in str(e.value)
 
 
@@ -211,13 +223,23 @@ def test_explicit_extension_directory(sqlite_db: Path, tmp_path: Path) -> None:
     directory = Path(row[0]).parents[
         2
     ]  # <dir>/v<version>/<platform>/sqlite_scanner.duckdb_extension
-    s = Session.from_sql(sqlite_db, "people", epsilon=1.0, extension_directory=directory)
+    s = Session.from_sql(
+        sqlite_db, "people", types=PEOPLE_TYPES, epsilon=1.0, extension_directory=directory
+    )
     assert _attached_type(s) == "sqlite"
     # an explicit directory is the only one tried: no silent fallback when it lacks the extension
     with pytest.raises(InvalidParameterError, match=r"could not load its sqlite extension.*v\d"):
-        Session.from_sql(sqlite_db, "people", epsilon=1.0, extension_directory=tmp_path)
+        Session.from_sql(
+            sqlite_db, "people", types=PEOPLE_TYPES, epsilon=1.0, extension_directory=tmp_path
+        )
     with pytest.raises(InvalidParameterError, match="is not a directory"):
-        Session.from_sql(sqlite_db, "people", epsilon=1.0, extension_directory=tmp_path / "nope")
+        Session.from_sql(
+            sqlite_db,
+            "people",
+            types=PEOPLE_TYPES,
+            epsilon=1.0,
+            extension_directory=tmp_path / "nope",
+        )
 
 
 # ------------------------------------------------------------------ PostgreSQL
@@ -258,12 +280,26 @@ _PG_DIGEST = "SELECT count(*), md5(string_agg(p::text, '|' ORDER BY id)) FROM pe
 def test_postgres_scanner_answers(postgres: Postgres, frame: pd.DataFrame) -> None:
     before = postgres.psql(_PG_DIGEST)
     assert before.startswith(f"{len(frame)}|")
-    s = Session.from_sql(postgres.dsn(), "people", kind="postgres", epsilon=20.0, rng=5, level=0.99)
+    s = Session.from_sql(
+        postgres.dsn(),
+        "people",
+        kind="postgres",
+        types=PEOPLE_TYPES,
+        epsilon=20.0,
+        rng=5,
+        level=0.99,
+    )
     assert _attached_type(s) == "postgres"
     _check_answers(s, frame)
     _same_as_pandas(
         Session.from_sql(
-            postgres.dsn(), "people", kind="postgres", epsilon=10.0, rng=11, level=0.99
+            postgres.dsn(),
+            "people",
+            kind="postgres",
+            types=PEOPLE_TYPES,
+            epsilon=10.0,
+            rng=11,
+            level=0.99,
         ),
         frame,
     )
@@ -273,12 +309,13 @@ def test_postgres_scanner_answers(postgres: Postgres, frame: pd.DataFrame) -> No
 
 def test_postgres_scanner_errors(postgres: Postgres, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="could not read table 'nope' from the PostgreSQL") as e:
-        Session.from_sql(postgres.dsn(), "nope", kind="postgres", epsilon=1.0)
+        Session.from_sql(postgres.dsn(), "nope", kind="postgres", types=PEOPLE_TYPES, epsilon=1.0)
     assert SECRET not in str(e.value) and e.value.__context__ is None
     with pytest.raises(DataError, match="could not open the PostgreSQL database"):
         Session.from_sql(
             f"host={tmp_path} port=5432 user=dpkit dbname=postgres connect_timeout=5",
             "people",
             kind="postgres",
+            types=PEOPLE_TYPES,
             epsilon=1.0,
         )

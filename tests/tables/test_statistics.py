@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from tests.tables._declared import types_of
 
 from dpkit.tables import Session
 from dpkit.tables import queries as Q
@@ -37,7 +38,7 @@ def table() -> pd.DataFrame:
 
 
 def _draws(table: pd.DataFrame, call: str, **kwargs: object) -> tuple[np.ndarray, np.ndarray]:
-    s = Session.from_pandas(table, epsilon=1e9, rng=2024, level=LEVEL)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=2024, level=LEVEL)
     values, covered = [], []
     for _ in range(REPS):
         r = getattr(s, call)(**kwargs)
@@ -98,7 +99,7 @@ def test_answers_are_centred_and_intervals_cover(
 
 def test_grouped_means_cover_each_group(table: pd.DataFrame) -> None:
     """Each group's interval covers its own clipped mean at the stated level."""
-    s = Session.from_pandas(table, epsilon=1e9, rng=7, level=LEVEL)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=7, level=LEVEL)
     truth = table.assign(x=table["x"].clip(0, 60)).groupby("g")["x"].mean()
     hits = {k: 0 for k in truth.index}
     for _ in range(REPS_SMALL):
@@ -118,7 +119,7 @@ def _utility(x: np.ndarray, value: float, q: float) -> float:
 def test_quantile_rank_error_holds_at_the_stated_level(table: pd.DataFrame, q: float) -> None:
     """u(released) >= OPT - rank_error with probability >= level (EM utility theorem)."""
     x = np.clip(table["x"].to_numpy(), 0, 100)
-    s = Session.from_pandas(table, epsilon=1e9, rng=5, level=LEVEL)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=5, level=LEVEL)
     grid = Q.uniform_grid((0.0, 100.0), 201)
     opt = max(_utility(x, c, q) for c in grid)
     ok, errors = 0, []
@@ -132,7 +133,7 @@ def test_quantile_rank_error_holds_at_the_stated_level(table: pd.DataFrame, q: f
 
 
 def test_quantile_defaults_fine_grid_alone_coarser_per_group(table: pd.DataFrame) -> None:
-    s = Session.from_pandas(table, epsilon=1e9, rng=3)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=3)
     one = s.median("x", epsilon=1.0, bounds=(0, 100))
     assert one.mechanism == "permute-and-flip"
     assert one.details["resolution"] == 100 / (Q.QUANTILE_GRID - 1)
@@ -145,7 +146,7 @@ def test_quantile_defaults_fine_grid_alone_coarser_per_group(table: pd.DataFrame
 
 
 def test_min_and_max_are_extreme_quantiles_not_raw_extremes(table: pd.DataFrame) -> None:
-    s = Session.from_pandas(table, epsilon=1e9, rng=9)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=9)
     mins = [s.min("x", epsilon=2.0, bounds=(0, 200)).value for _ in range(50)]
     maxs = [s.max("x", epsilon=2.0, bounds=(0, 200)).value for _ in range(50)]
     x = table["x"].to_numpy()
@@ -156,7 +157,7 @@ def test_min_and_max_are_extreme_quantiles_not_raw_extremes(table: pd.DataFrame)
 def test_mode_count_error_holds(table: pd.DataFrame) -> None:
     """count(selected) >= max count - count_error with probability >= level."""
     counts = table["g"].value_counts()
-    s = Session.from_pandas(table, epsilon=1e9, rng=3, level=LEVEL)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=3, level=LEVEL)
     ok, picks = 0, []
     for _ in range(REPS_SMALL):
         r = s.mode("g", epsilon=0.02, domain=["a", "b", "c", "d"])
@@ -179,7 +180,7 @@ def test_partition_selection_never_releases_a_singleton_key() -> None:
     big = np.repeat(["big1", "big2"], 400)
     singles = [f"rare{i}" for i in range(300)]
     df = pd.DataFrame({"k": np.concatenate([big, singles])})
-    s = Session.from_pandas(df, epsilon=1e9, delta=0.5, rng=4)
+    s = Session.from_pandas(df, types=types_of(df), epsilon=1e9, delta=0.5, rng=4)
     released: set[str] = set()
     big_seen = 0
     for _ in range(200):
@@ -199,7 +200,13 @@ def test_partition_selection_with_contribution_bound() -> None:
     )
     df = pd.concat([big, lonely], ignore_index=True)
     s = Session.from_pandas(
-        df, epsilon=1e9, delta=0.5, rng=8, privacy_unit="pid", max_contributions=3
+        df,
+        types=types_of(df),
+        epsilon=1e9,
+        delta=0.5,
+        rng=8,
+        privacy_unit="pid",
+        max_contributions=3,
     )
     released: set[str] = set()
     for _ in range(100):
@@ -211,7 +218,9 @@ def test_partition_selection_with_contribution_bound() -> None:
 def test_contribution_bound_scales_the_noise(table: pd.DataFrame) -> None:
     """With k rows per person the count noise is geometric of scale k/ε (variance 2a/(1-a)²)."""
     df = table.assign(pid=np.arange(len(table)) // 4)
-    s = Session.from_pandas(df, epsilon=1e9, rng=1, privacy_unit="pid", max_contributions=3)
+    s = Session.from_pandas(
+        df, types=types_of(df), epsilon=1e9, rng=1, privacy_unit="pid", max_contributions=3
+    )
     draws = np.array([s.count(epsilon=0.5).value for _ in range(REPS_SMALL)], dtype=float)
     a = math.exp(-0.5 / 3)
     true_sd = math.sqrt(2 * a) / (1 - a)
@@ -224,7 +233,7 @@ def test_contribution_bound_scales_the_noise(table: pd.DataFrame) -> None:
 
 def test_private_bounds_cover_the_bulk_of_the_data(table: pd.DataFrame) -> None:
     x = table["x"].to_numpy()
-    s = Session.from_pandas(table, epsilon=1e9, rng=6)
+    s = Session.from_pandas(table, types=types_of(table), epsilon=1e9, rng=6)
     for _ in range(20):
         r = s.mean("x", epsilon=1.0, bounds="private")
         lo, hi = r.details["bounds"]

@@ -307,7 +307,9 @@ _SETTINGS = settings(
 
 
 def _pandas_session(rows: list[dict[str, Any]], **unit: Any) -> Session:
-    return Session.from_pandas(frame(rows), schema=SCHEMA, rng=SEED, **BUDGET, **unit)
+    return Session.from_pandas(
+        frame(rows), types=CSV_TYPES, schema=SCHEMA, rng=SEED, **BUDGET, **unit
+    )
 
 
 def _csv_session(rows: list[dict[str, Any]], directory: str, name: str, **unit: Any) -> Session:
@@ -428,7 +430,7 @@ def _spark_session(spark: Any, rows: list[dict[str, Any]], **unit: Any) -> Sessi
         for r in rows
     ]
     frame = spark.createDataFrame(data, schema=schema)
-    return Session.from_spark(frame, schema=SCHEMA, rng=SEED, **BUDGET, **unit)
+    return Session.from_spark(frame, types=CSV_TYPES, schema=SCHEMA, rng=SEED, **BUDGET, **unit)
 
 
 @pytest.mark.spark

@@ -38,6 +38,7 @@ def _binary(n: int = 6000, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 BOUNDS = {"a": (0.0, 10.0), "b": (0.0, 10.0)}
+DOMAINS = {"c": ["w", "x", "y", "z"]}  # declared: a category dtype is no declaration
 
 
 def _auc(model: DPGradientBoostingClassifier, X: pd.DataFrame, y: np.ndarray) -> float:
@@ -48,7 +49,7 @@ def test_ranks_close_to_the_non_private_limit_at_a_moderate_epsilon() -> None:
     X, y = _binary()
     Xt, yt = _binary(4000, seed=1)
     model = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0
     ).fit(X, y)
     # The limit: the true score is additive; a one-hot logistic model on the same
     # features is a generous reference (it sees exact data).
@@ -72,7 +73,7 @@ def test_more_budget_ranks_better() -> None:
             [
                 _auc(
                     DPGradientBoostingClassifier(
-                        epsilon=e, bounds=BOUNDS, classes=[0, 1], random_state=s
+                        epsilon=e, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=s
                     ).fit(X, y),
                     Xt,
                     yt,
@@ -102,7 +103,7 @@ def test_multiclass_probabilities_and_scores() -> None:
 def test_binary_decision_function_is_the_log_odds() -> None:
     X, y = _binary(2000)
     model = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0
     ).fit(X, y)
     score = model.decision_function(X[:50])
     np.testing.assert_allclose(model.predict_proba(X[:50])[:, 1], 1 / (1 + np.exp(-score)))
@@ -120,7 +121,11 @@ def test_many_categories_and_missing_values_need_no_extra_parameter() -> None:
     )
     y = rng.integers(0, 2, n)
     model = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds={"age": (18, 90)}, classes=[0, 1], random_state=0
+        epsilon=1.0,
+        bounds={"age": (18, 90)},
+        domains={"country": countries},
+        classes=[0, 1],
+        random_state=0,
     ).fit(X, y)
     assert model.shapes_[0].shape == (61, 1)  # 60 categories and the missing code
     assert model.predict_proba(X).shape == (n, 2)
@@ -130,12 +135,12 @@ def test_the_fit_charges_the_accountant_and_a_refused_fit_costs_nothing() -> Non
     X, y = _binary(1000)
     acc = Accountant(Budget(1.5, 1e-5))
     model = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], random_state=0, accountant=acc
+        epsilon=1.0, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0, accountant=acc
     ).fit(X, y)
     spent = (acc.spent.epsilon, acc.spent.delta)
     assert spent == (model.privacy_.epsilon, model.privacy_.delta) == (1.0, 1e-6)
     again = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], random_state=0, accountant=acc
+        epsilon=1.0, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0, accountant=acc
     )
     with pytest.raises(BudgetExceededError):
         again.fit(X, y)
@@ -145,7 +150,13 @@ def test_the_fit_charges_the_accountant_and_a_refused_fit_costs_nothing() -> Non
 def test_the_privacy_report_adds_up() -> None:
     X, y = _binary(1000)
     zcdp = DPGradientBoostingClassifier(
-        epsilon=1.0, max_iter=20, max_leaf_nodes=8, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0,
+        max_iter=20,
+        max_leaf_nodes=8,
+        bounds=BOUNDS,
+        domains=DOMAINS,
+        classes=[0, 1],
+        random_state=0,
     ).fit(X, y)
     report = zcdp.privacy_
     assert report.epsilon == 1.0 and report.delta == 1e-6
@@ -158,6 +169,7 @@ def test_the_privacy_report_adds_up() -> None:
         max_iter=20,
         max_leaf_nodes=8,
         bounds=BOUNDS,
+        domains=DOMAINS,
         classes=[0, 1],
         random_state=0,
     ).fit(X, y)
@@ -169,11 +181,11 @@ def test_the_privacy_report_adds_up() -> None:
 def test_auto_shapes_buy_a_row_count_and_the_parts_add_up(delta: float) -> None:
     small_X, small_y = _binary(500)
     small = DPGradientBoostingClassifier(
-        epsilon=1.0, delta=delta, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, delta=delta, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0
     ).fit(small_X, small_y)
     big_X, big_y = _binary(6000)
     big = DPGradientBoostingClassifier(
-        epsilon=1.0, delta=delta, bounds=BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, delta=delta, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=0
     ).fit(big_X, big_y)
     assert (small.n_iter_, small.max_leaf_nodes_) == (20, 4)  # a few hundred rows
     assert (big.n_iter_, big.max_leaf_nodes_) == (150, 8)
@@ -220,7 +232,9 @@ def test_segments_are_contiguous_and_keep_extra_codes_apart() -> None:
 )
 def test_bad_parameters_are_refused_with_a_clear_message(param: str, value: object) -> None:
     X, y = _binary(200)
-    model = DPGradientBoostingClassifier(bounds=BOUNDS, classes=[0, 1], **{param: value})
+    model = DPGradientBoostingClassifier(
+        bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], **{param: value}
+    )
     with pytest.raises(InvalidParameterError, match=param):
         model.fit(X, y)
 
@@ -229,8 +243,12 @@ def test_seeded_fits_are_reproducible() -> None:
     X, y = _binary(1000)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        a = DPGradientBoostingClassifier(bounds=BOUNDS, classes=[0, 1], random_state=7).fit(X, y)
-        b = DPGradientBoostingClassifier(bounds=BOUNDS, classes=[0, 1], random_state=7).fit(X, y)
+        a = DPGradientBoostingClassifier(
+            bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=7
+        ).fit(X, y)
+        b = DPGradientBoostingClassifier(
+            bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], random_state=7
+        ).fit(X, y)
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
 
 
@@ -273,7 +291,7 @@ def test_exports_show_the_shape_functions() -> None:
 
     X, y = _binary(1000)
     model = DPGradientBoostingClassifier(
-        epsilon=1.0, bounds=BOUNDS, classes=[0, 1], n_cuts=3, random_state=0
+        epsilon=1.0, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1], n_cuts=3, random_state=0
     ).fit(X, y)
     text = export_text(model)
     assert text.startswith("intercept:")

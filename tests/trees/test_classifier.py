@@ -65,6 +65,7 @@ def frame(n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 FRAME_BOUNDS = {"age": (0, 100), "noise": (-5, 5)}
+FRAME_DOMAINS = {"colour": ["red", "green", "blue"]}  # declared: the dtype is no declaration
 
 
 # --------------------------------------------------------------------------
@@ -366,6 +367,7 @@ def test_dataframe_with_categories_learns_the_rule(algorithm: str) -> None:
         epsilon=20.0,
         max_depth=3,
         bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
         classes=[0, 1],
         algorithm=algorithm,
         random_state=0,
@@ -381,6 +383,7 @@ def test_id3_makes_a_multiway_split_on_a_categorical_feature() -> None:
         epsilon=50.0,
         max_depth=1,
         bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
         classes=[0, 1],
         algorithm="id3",
         random_state=0,
@@ -442,14 +445,16 @@ def test_error_messages_reveal_no_values() -> None:
     X.loc[5, "age"] = 987654.321  # clipped silently: bounds are public, the value is private
     # An undeclared label is left out (a per-row rule), never an error that one row decides.
     secret = np.where(np.arange(200) == 7, 424242, y)
-    DPDecisionTreeClassifier(bounds=FRAME_BOUNDS, classes=[0, 1], random_state=0).fit(X, secret)
+    DPDecisionTreeClassifier(
+        bounds=FRAME_BOUNDS, domains=FRAME_DOMAINS, classes=[0, 1], random_state=0
+    ).fit(X, secret)
     X2 = X.copy()
     X2.loc[3, "noise"] = np.nan
     with pytest.warns(PrivacyWarning, match="missing='error'"):
         with pytest.raises(DataError) as err2:
-            DPDecisionTreeClassifier(bounds=FRAME_BOUNDS, classes=[0, 1], missing="error").fit(
-                X2, y
-            )
+            DPDecisionTreeClassifier(
+                bounds=FRAME_BOUNDS, domains=FRAME_DOMAINS, classes=[0, 1], missing="error"
+            ).fit(X2, y)
     assert "'noise'" in str(err2.value) and "missing='separate'" in str(err2.value)
     assert "987654" not in str(err2.value)
     X3 = X.copy()
@@ -470,7 +475,9 @@ def test_error_messages_reveal_no_values() -> None:
 def test_max_categories_refuses_large_public_domains() -> None:
     X, y = frame(100)
     with pytest.raises(InvalidParameterError, match="max_categories"):
-        DPDecisionTreeClassifier(bounds=FRAME_BOUNDS, classes=[0, 1], max_categories=2).fit(X, y)
+        DPDecisionTreeClassifier(
+            bounds=FRAME_BOUNDS, domains=FRAME_DOMAINS, classes=[0, 1], max_categories=2
+        ).fit(X, y)
 
 
 def test_missing_separate_policy() -> None:
@@ -482,6 +489,7 @@ def test_missing_separate_policy() -> None:
         epsilon=10.0,
         max_depth=3,
         bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
         classes=[0, 1],
         missing="separate",
         random_state=0,
@@ -499,7 +507,11 @@ def test_string_labels_and_three_classes() -> None:
     X, y = frame(1500)
     labels = np.array(["low", "mid", "high"])[np.clip(y + (X["age"].to_numpy() > 60), 0, 2)]
     m = DPDecisionTreeClassifier(
-        epsilon=5.0, bounds=FRAME_BOUNDS, classes=["high", "low", "mid"], random_state=0
+        epsilon=5.0,
+        bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
+        classes=["high", "low", "mid"],
+        random_state=0,
     ).fit(X, labels)
     assert list(m.classes_) == ["high", "low", "mid"]
     assert set(m.predict(X)) <= {"high", "low", "mid"}
@@ -532,7 +544,12 @@ def test_hierarchical_probabilities_fall_back_to_the_parent() -> None:
 def test_rules_and_graphviz() -> None:
     X, y = frame(2000)
     m = DPDecisionTreeClassifier(
-        epsilon=20.0, max_depth=2, bounds=FRAME_BOUNDS, classes=[0, 1], random_state=0
+        epsilon=20.0,
+        max_depth=2,
+        bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
+        classes=[0, 1],
+        random_state=0,
     ).fit(X, y)
     text = m.export_text()
     assert text.startswith("if ") and "-> class:" in text and "noisy counts" in text
@@ -543,6 +560,7 @@ def test_rules_and_graphviz() -> None:
         n_estimators=2,
         max_depth=2,
         bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
         classes=[0, 1],
         random_state=0,
     ).fit(X, y)
@@ -552,7 +570,7 @@ def test_rules_and_graphviz() -> None:
 def test_fast_frame_encoding_matches_the_grid() -> None:
     X, y = frame(500)
     m = DPDecisionTreeClassifier(
-        epsilon=1.0, bounds=FRAME_BOUNDS, classes=[0, 1], random_state=0
+        epsilon=1.0, bounds=FRAME_BOUNDS, domains=FRAME_DOMAINS, classes=[0, 1], random_state=0
     ).fit(X, y)
     fast = encode_frame(X, m.grid_)
     assert fast is not None
@@ -569,6 +587,7 @@ def test_forest_leaf_values_match_core_traversal() -> None:
         n_estimators=6,
         max_depth=4,
         bounds=FRAME_BOUNDS,
+        domains=FRAME_DOMAINS,
         classes=[0, 1],
         random_state=0,
     ).fit(X, y)

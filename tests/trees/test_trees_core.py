@@ -271,6 +271,7 @@ def test_greedy_trees_never_make_a_split_that_separates_nothing(seed: int) -> No
         max_depth=8,
         n_cuts=3,
         bounds={"a": (0, 1)},
+        domains={"b": ["x", "y", "z"]},
         classes=[0, 1],
         random_state=seed,
     ).fit(X, y)
@@ -281,6 +282,7 @@ def test_greedy_trees_never_make_a_split_that_separates_nothing(seed: int) -> No
         max_depth=8,
         n_cuts=3,
         bounds={"a": (0, 1)},
+        domains={"b": ["x", "y", "z"]},
         target_bounds=(0, 1),
         random_state=seed,
     ).fit(X, y.astype(float))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.errors import InvalidParameterError, PrivacyWarning
+from dpkit.errors import InvalidParameterError
 from dpkit.trees.engine._grid import FeatureGrid, make_grid, resolve_bounds, split_columns
 
 
@@ -100,7 +100,7 @@ def test_categorical_codes_and_unknowns() -> None:
     assert grid.n_bins.tolist() == [3]
 
 
-def test_dataframe_columns_categorical_by_dtype_or_domain() -> None:
+def test_dataframe_columns_categorical_by_declared_domain_whatever_the_dtype() -> None:
     frame = pd.DataFrame(
         {
             "age": [30.0, 40.0],
@@ -108,7 +108,7 @@ def test_dataframe_columns_categorical_by_dtype_or_domain() -> None:
             "port": ["S", "C"],
         }
     )
-    cols = split_columns(frame, {"port": ["C", "Q", "S"]})
+    cols = split_columns(frame, {"port": ["C", "Q", "S"], "sex": ["f", "m"]})
     assert cols.categorical == [False, True, True]
     assert cols.domains[1] == ("f", "m") and cols.domains[2] == ("C", "Q", "S")
     grid = make_grid(cols, {"age": (0, 100)}, 10)
@@ -130,11 +130,33 @@ def test_values_are_never_refused_only_marked_unusable() -> None:
     assert coded[0, 1] == 4  # +inf clipped to the last code
 
 
-def test_a_category_dtype_that_is_not_declared_is_announced() -> None:
-    frame = pd.DataFrame({"c": pd.Categorical(["x", "rare-value"])})
-    with pytest.warns(PrivacyWarning, match=r"\['c'\].*domains=") as caught:
-        split_columns(frame, None)
-    assert "rare-value" not in str(caught[0].message)
+def test_a_category_dtype_that_is_not_declared_is_refused() -> None:
+    """The refusal depends on the dtype only: the same with or without a rare category."""
+    messages = set()
+    for values in (["x", "y"], ["x", "y", "rare-value"]):
+        frame = pd.DataFrame({"c": pd.Categorical(values)})
+        with pytest.raises(InvalidParameterError, match=r"\['c'\].*domains=") as caught:
+            split_columns(frame, None)
+        messages.add(str(caught.value))
+    assert len(messages) == 1 and "rare-value" not in messages.pop()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        split_columns(frame, {"c": ["x", "rare-value"]})  # declared: public, no warning
+        split_columns(frame, {"c": ["x", "y", "rare-value"]})  # declared: public, no warning
+    # Through an estimator: refused at fit before anything is charged.
+    from dpkit.accounting import Accountant, Budget
+    from dpkit.trees import DPDecisionTreeClassifier
+
+    shared = Accountant(Budget(1.0))
+    model = DPDecisionTreeClassifier(epsilon=0.5, classes=[0, 1], accountant=shared)
+    with pytest.raises(InvalidParameterError, match="no declared domain"):
+        model.fit(frame, [0, 1, 0])
+    assert shared.spent.epsilon == 0
+    declared = DPDecisionTreeClassifier(
+        epsilon=0.5,
+        classes=[0, 1],
+        accountant=shared,
+        domains={"c": list(frame["c"].cat.categories)},  # the explicit opt-in
+        random_state=0,
+    )
+    declared.fit(frame, [0, 1, 0])
+    assert shared.spent.epsilon == pytest.approx(0.5)

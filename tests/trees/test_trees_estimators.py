@@ -251,7 +251,7 @@ def test_dataframe_input_names_dict_bounds_and_categoricals() -> None:
         epsilon=20.0,
         bounds={"age": (0, 100)},
         target_bounds=(0, 60),
-        domains={"plan": ["basic", "pro"]},
+        domains={"plan": ["basic", "pro"], "city": list(frame["city"].cat.categories)},
         max_depth=3,
         random_state=0,
     ).fit(frame, y)
@@ -309,7 +309,12 @@ def test_exports_show_public_thresholds_and_leaf_values() -> None:
     )
     y = frame["size"] * 2 + np.where(frame["kind"] == "b", 5.0, 0.0)
     tree = DPDecisionTreeRegressor(
-        epsilon=50.0, bounds={"size": (0, 10)}, target_bounds=(0, 30), max_depth=2, random_state=0
+        epsilon=50.0,
+        bounds={"size": (0, 10)},
+        target_bounds=(0, 30),
+        domains={"kind": ["a", "b"]},
+        max_depth=2,
+        random_state=0,
     ).fit(frame, y)
     text = export_text(tree)
     rules = export_rules(tree)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.tables._declared import types_of
 
 from dpkit.audit import audit_samples
 from dpkit.trees import (
@@ -245,7 +246,7 @@ def test_a_model_trained_beside_session_queries_pays_from_the_same_budget() -> N
 
     X, y = _data()
     frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
-    session = Session.from_pandas(frame, epsilon=1.0)
+    session = Session.from_pandas(frame, types=types_of(frame), epsilon=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         session.count(epsilon=0.5)

@@ -180,7 +180,14 @@ class Accountant:
     * ``dataset``: the identity of the dataset the budget guards (a name, or
       the data file's path). A ledger records it when created and refuses to
       be opened for another dataset; an old ledger without one records the
-      first identity it is opened with.
+      first identity it is opened with. The other direction holds too: a
+      dataset has one ledger (the registry of :mod:`dpkit.accounting.registry`),
+      so a second ledger, or a budget in memory, for a dataset that already has
+      a ledger is refused with :class:`~dpkit.errors.LedgerError`.
+    * ``new_ledger``: the data owner's explicit decision to give a dataset that
+      already has a ledger a second one (a second budget: the dataset's total
+      privacy loss is then the sum). Recorded in the registry; see
+      ``docs/accounting.md``, "One budget per dataset".
     * ``composition``: how charges add up.
 
       - ``"basic"`` (default): Σ ε and Σ δ must fit the budget. Exact, and valid
@@ -217,6 +224,7 @@ class Accountant:
         timeout: float = 30.0,
         composition: Composition = "basic",
         dataset: str | None = None,
+        new_ledger: bool = False,
     ) -> None:
         total = Budget.coerce(budget, "budget")
         if dataset is not None and (not isinstance(dataset, str) or not dataset):
@@ -238,7 +246,11 @@ class Accountant:
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._state = _State()
-        self._ledger: Ledger = open_ledger(ledger, total, composition, self._timeout, dataset)
+        if not isinstance(new_ledger, bool):
+            raise InvalidParameterError("new_ledger must be True or False.")
+        self._ledger: Ledger = open_ledger(
+            ledger, total, composition, self._timeout, dataset, new_ledger
+        )
         self._dataset = getattr(self._ledger, "dataset", None) or dataset
         try:
             self._sync()

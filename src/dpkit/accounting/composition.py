@@ -299,7 +299,9 @@ def largest_rho(epsilon: Amount, delta: Amount) -> Fraction:
     # Inverse of the classic bound: a valid starting point below the answer.
     low = (math.sqrt(log_inv + ef) - math.sqrt(log_inv)) ** 2
     high = max(ef, 2 * low)
-    while zcdp_to_dp(high, d).epsilon_exact <= e:
+    for _ in range(2100):  # doubling from >= ef reaches any double's range
+        if zcdp_to_dp(high, d).epsilon_exact > e:
+            break
         high *= 2
     for _ in range(60):
         mid = (low + high) / 2
@@ -312,9 +314,13 @@ def largest_rho(epsilon: Amount, delta: Amount) -> Fraction:
     # Round down to 12 significant digits (a readable decimal), then make sure.
     scale = 10 ** (11 - math.floor(math.log10(low)))
     rho = Fraction(math.floor(low * scale), scale)
-    while rho > 0 and zcdp_to_dp(rho, d).epsilon_exact > e:
+    # The bisection left low within 1e-13 of the answer: one step of 1e-6 is enough;
+    # the cap (a factor e^-10 in all) only bounds the loop.
+    for _ in range(10_000):
+        if rho <= 0 or zcdp_to_dp(rho, d).epsilon_exact <= e:
+            return rho
         rho *= Fraction(999999, 1000000)
-    return rho
+    return Fraction(0)
 
 
 # ---------------------------------------------------------------------------------
@@ -511,8 +517,12 @@ class _Rule:
             eps = Fraction(0)
             if left > 0:
                 eps = exact(math.sqrt(2 * float(left)) * (1 - 1e-12))
-                while eps * eps / 2 > left:
+                for _ in range(10_000):  # one step at most in practice; bounded regardless
+                    if eps * eps / 2 <= left:
+                        break
                     eps *= Fraction(999999, 1000000)
+                else:
+                    eps = Fraction(0)
             return Budget._of(eps, Fraction(0), left)
         s = self.spent(t)
         return Budget._of(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dpkit.accounting.budget import Budget
+from dpkit.accounting.registry import DatasetRegistry
 from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError, LedgerLockedError
 
 #: One level of nesting of a charge: (scope id, scope label, part key or None).
@@ -188,6 +189,7 @@ class SqliteLedger:
         composition: str | None,
         timeout: float,
         dataset: str | None = None,
+        new_ledger: bool = False,
     ) -> None:
         self.path = Path(path)
         self.timeout = timeout
@@ -200,15 +202,14 @@ class SqliteLedger:
                 raise LedgerError(
                     f"there is no ledger at {self.path}; create one by giving a budget."
                 )
-            self._create(budget, composition, dataset)
+            self._create(budget, composition, dataset, new_ledger)
         self.budget, self.composition, self.dataset = self._validate()
         if budget is not None and not _same_budget(budget, self.budget):
             self.close()
             raise LedgerError(
                 f"the ledger {self.path} was created for the budget {self.budget}, not {budget}. "
                 "A budget is fixed when its ledger is created and cannot be changed by "
-                "reopening it; open it with the budget it records (Accountant.from_ledger) "
-                "or use a new ledger file for a new dataset."
+                "reopening it; open it with the budget it records (Accountant.from_ledger)."
             )
         if composition is not None and composition != self.composition:
             self.close()
@@ -217,7 +218,16 @@ class SqliteLedger:
                 f"{composition!r}; a ledger keeps the rule it was created with."
             )
         if dataset is not None:
-            self._claim(dataset)
+            # Both directions: this ledger guards one dataset, and the dataset has one ledger
+            # (checked before this ledger records the identity, then recorded in the registry).
+            try:
+                registry = DatasetRegistry()
+                registry.check(dataset, self.path, new_ledger=new_ledger)
+                self._claim(dataset)
+                registry.claim(dataset, self.path, new_ledger=new_ledger)
+            except BaseException:
+                self.close()
+                raise
 
     def _claim(self, dataset: str) -> None:
         """Check (or, for an old ledger without one, record) the dataset this ledger guards."""
@@ -233,8 +243,8 @@ class SqliteLedger:
             self.close()
             raise LedgerError(
                 f"the ledger {self.path} guards the dataset {self.dataset!r}, not {dataset!r}. "
-                "One ledger records the spending on one dataset; use the ledger made for this "
-                "dataset, or a new ledger file."
+                "One ledger records the spending on one dataset, and one dataset has one "
+                "ledger: use the ledger made for this dataset."
             )
 
     # --- errors -------------------------------------------------------------------
@@ -314,12 +324,16 @@ class SqliteLedger:
                 raise
 
     # --- creation and validation --------------------------------------------------
-    def _create(self, budget: Budget, composition: str, dataset: str | None) -> None:
+    def _create(
+        self, budget: Budget, composition: str, dataset: str | None, new_ledger: bool
+    ) -> None:
         """Create the file atomically: build it aside, then hard-link it into place.
 
         ``os.link`` fails if the path exists, so two processes creating the same
         ledger at once cannot clobber each other, and no process ever sees a
-        half-initialised file.
+        half-initialised file. For a ``dataset``, the registry's claim (one
+        budget per dataset) is made just before the link: a refused claim
+        leaves no file, and a path that cannot be created leaves no claim.
         """
         directory = self.path.parent
         if not directory.is_dir():
@@ -353,6 +367,8 @@ class SqliteLedger:
                 conn.execute("COMMIT")
             finally:
                 conn.close()
+            if dataset is not None:
+                DatasetRegistry().claim(dataset, self.path, new_ledger=new_ledger)
             try:
                 os.link(tmp, self.path)
             except FileExistsError:
@@ -518,13 +534,21 @@ def open_ledger(
     composition: str,
     timeout: float,
     dataset: str | None = None,
+    new_ledger: bool = False,
 ) -> Ledger:
     """A MemoryLedger for None, the SQLite ledger at a path (created if absent), or a
-    :class:`Ledger` object as is (e.g. the query service's per-grant ledger)."""
+    :class:`Ledger` object as is (e.g. the query service's per-grant ledger).
+
+    With a ``dataset``, a path or None goes through the dataset registry
+    (:mod:`dpkit.accounting.registry`): a dataset that already has a ledger is
+    refused any other one, in memory or in a file, unless ``new_ledger``.
+    """
     if ledger is None:
+        if dataset is not None:
+            DatasetRegistry().check(dataset, None, new_ledger=new_ledger)
         return MemoryLedger()
     if isinstance(ledger, str | os.PathLike):
-        return SqliteLedger(ledger, budget, composition, timeout, dataset)
+        return SqliteLedger(ledger, budget, composition, timeout, dataset, new_ledger)
     if all(callable(getattr(ledger, name, None)) for name in ("read", "write", "close")):
         guards = getattr(ledger, "dataset", None)
         if dataset is not None and guards is not None and guards != dataset:

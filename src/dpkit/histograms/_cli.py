@@ -296,7 +296,13 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
             _format(float(spreads[j])),
         )
     if len(shown) < histogram.n_bins:
-        table.add_row(f"... {histogram.n_bins - len(shown)} more bins", "", "", "")
+        table.add_row(
+            f"... {histogram.n_bins - len(shown)} more bins: all {histogram.n_bins} are in "
+            "--out FILE.json or --json",
+            "",
+            "",
+            "",
+        )
     n = histogram.n_units
     table.add_section()
     table.add_row(
@@ -332,8 +338,11 @@ def histogram_command(
     ledger: Path | None = None,
     budget: float | None = None,
     budget_delta: float | None = None,
+    out_file: Path | None = None,
+    as_json: bool = False,
+    new_ledger: bool = False,
 ) -> PublishedHistogram:
-    """Publish a DP histogram of ``column`` in the CSV ``table``; print it; optionally plot it.
+    """Publish a DP histogram of ``column`` in the CSV ``table``; print it; save it; plot it.
 
     Privacy: epsilon-DP (add/remove one row), as the chosen publisher states;
     the unit bins are built from the public ``bounds``/``units``/``width`` or
@@ -341,12 +350,25 @@ def histogram_command(
     need) is checked, the column is looked up in the header, the release is
     charged to ``accountant`` (else the file's ledger, see
     :mod:`dpkit._cli_budget`), and only then is the column read — as text,
-    each entry converted on its own, so no entry can make it fail. ``seed`` makes the noise reproducible and must not be used
-    for real releases (None = secure randomness).
+    each entry converted on its own, so no entry can make it fail. The
+    outputs (``plot``: PNG/SVG/PDF, ``out_file``: JSON with every field of the
+    release) are checked before the charge too; after it the release is
+    printed (a table, or all of it as JSON with ``as_json``) and saved, and
+    if saving fails anyway it is printed in full as JSON and the command
+    exits with code 3 (see :mod:`dpkit._cli_output`). ``seed`` makes the
+    noise reproducible and must not be used for real releases (None =
+    secure randomness).
     """
     from rich.console import Console
 
-    from dpkit.histograms.plot import plot_histogram, save
+    from dpkit._cli_output import (
+        JSON_SUFFIXES,
+        NOT_SAVED,
+        PLOT_SUFFIXES,
+        check_output,
+        deliver,
+    )
+    from dpkit.histograms.plot import plot_histogram
 
     out = console if console is not None else Console()
     grid = unit_edges(bounds=bounds, units=units, width=width, edges=edges)
@@ -365,8 +387,10 @@ def histogram_command(
         workload=workload,
     )
     options.check(name, grid.size - 1)
+    check_output(plot, "--plot", PLOT_SUFFIXES)
+    check_output(out_file, "--out", JSON_SUFFIXES)
     check_column(table, column)
-    payer = cli_payer(table, accountant, ledger, budget, budget_delta)
+    payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
 
     def release() -> PublishedHistogram:
         counts = bin_counts(read_column(table, column), grid)
@@ -374,9 +398,43 @@ def histogram_command(
 
     label = f"histogram({column}, {name}, {grid.size - 1} unit bins)"
     histogram = charge_and_run(payer, Budget(epsilon), label, release)
-    out.print(render_table(histogram, column))
-    if plot is not None:
-        fig = plot_histogram(histogram, xlabel=column)
-        save(fig, plot)
-        out.print(f"plot saved to {plot}")
+    code = deliver(
+        histogram_payload(histogram, column, label, payer.remaining_seen),
+        console=out,
+        render=lambda: render_table(histogram, column),
+        out=out_file,
+        as_json=as_json,
+        plot=plot,
+        make_figure=lambda: plot_histogram(histogram, xlabel=column),
+    )
+    if code == NOT_SAVED:
+        import typer
+
+        raise typer.Exit(code)
     return histogram
+
+
+def histogram_payload(
+    histogram: PublishedHistogram, column: str, label: str, remaining: Budget | None
+) -> dict[str, Any]:
+    """Every field of a published histogram (all public), as saved by ``--out`` / ``--json``."""
+    h = histogram
+    return {
+        "release": "histogram",
+        "label": label,
+        "column": column,
+        "method": h.method,
+        "epsilon": h.epsilon,
+        "delta": 0.0,
+        "n_units": h.n_units,
+        "unit_edges": h.edges,
+        "estimates": h.estimates,
+        "errors": h.errors,
+        "bins": h.bins,
+        "bin_edges": h.bin_edges,
+        "bin_estimates": h.bin_estimates,
+        "details": {k: v for k, v in h.details.items() if not callable(v)},
+        "remaining": None
+        if remaining is None
+        else {"epsilon": remaining.epsilon, "delta": remaining.delta},
+    }

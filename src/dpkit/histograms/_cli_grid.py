@@ -79,8 +79,8 @@ def check_options(name: str, n_cells: int, n_records: float | None) -> None:
         )
     if name == "dawa2d" and n_cells > MAX_DAWA2D_CELLS:
         raise InvalidParameterError(
-            f"dawa2d takes at most {MAX_DAWA2D_CELLS:,} unit cells (its partition step grows "
-            "with the square of the cells); use fewer --units or --method agrid."
+            f"dawa2d takes at most {MAX_DAWA2D_CELLS:,} unit cells (a bound on its work and "
+            "memory); use fewer --units or --method agrid."
         )
     if n_records is not None:
         if not (np.isfinite(n_records) and n_records > 0):
@@ -104,7 +104,8 @@ def render_summary(grid: PublishedGrid, x: str, y: str, top: int = 10) -> Any:
         caption=(
             "± is 2 standard deviations of the noise (spreading a cell evenly adds an unknown "
             "error). Values beyond the bounds count in the outer cells; rows with either value "
-            "missing or not a number are left out."
+            f"missing or not a number are left out. The {min(top, nx * ny)} densest of "
+            f"{nx * ny:,} unit cells are shown: --out FILE.json or --json has every cell."
         ),
     )
     table.add_column(x, justify="left")
@@ -146,6 +147,9 @@ def histogram2d_command(
     ledger: Path | None = None,
     budget: float | None = None,
     budget_delta: float | None = None,
+    out_file: Path | None = None,
+    as_json: bool = False,
+    new_ledger: bool = False,
 ) -> PublishedGrid:
     """Publish a DP 2-D histogram of columns ``x`` and ``y`` of the CSV ``table``.
 
@@ -154,13 +158,24 @@ def histogram2d_command(
     bounds and ``units`` only. Order: every option is checked, both columns
     are looked up in the header, the release is charged (``accountant``, else
     the file's ledger), and only then are the columns read — as text, each
-    entry converted on its own, so no entry can make it fail. ``seed`` is for
-    tests only (None = secure randomness).
+    entry converted on its own, so no entry can make it fail. The outputs
+    (``plot``, ``out_file``: JSON with every cell) are checked before the
+    charge; after it the release is printed (the densest cells, or all of it
+    as JSON with ``as_json``) and saved, and if saving fails anyway it is
+    printed in full as JSON with exit code 3. ``seed`` is for tests only
+    (None = secure randomness).
     """
     from rich.console import Console
 
     from dpkit import histograms
-    from dpkit.histograms.plot import plot_grid, save
+    from dpkit._cli_output import (
+        JSON_SUFFIXES,
+        NOT_SAVED,
+        PLOT_SUFFIXES,
+        check_output,
+        deliver,
+    )
+    from dpkit.histograms.plot import plot_grid
 
     out = console if console is not None else Console()
     name = method.replace("-", "").replace("_", "").lower()
@@ -174,9 +189,11 @@ def histogram2d_command(
     check_options(name, (x_edges.size - 1) * (y_edges.size - 1), n_records)
     if x == y:
         raise InvalidParameterError("give two different columns; use `dpkit histogram` for one.")
+    check_output(plot, "--plot", PLOT_SUFFIXES)
+    check_output(out_file, "--out", JSON_SUFFIXES)
     check_column(table, x)
     check_column(table, y)
-    payer = cli_payer(table, accountant, ledger, budget, budget_delta)
+    payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
 
     def release() -> PublishedGrid:
         counts = cell_counts(*read_points(table, x, y), x_edges, y_edges)
@@ -188,9 +205,41 @@ def histogram2d_command(
 
     label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"
     grid = charge_and_run(payer, Budget(epsilon), label, release)
-    out.print(render_summary(grid, x, y))
-    if plot is not None:
-        fig = plot_grid(grid, xlabel=x, ylabel=y)
-        save(fig, plot)
-        out.print(f"heat map saved to {plot}")
+    code = deliver(
+        grid_payload(grid, x, y, label, payer.remaining_seen),
+        console=out,
+        render=lambda: render_summary(grid, x, y),
+        out=out_file,
+        as_json=as_json,
+        plot=plot,
+        make_figure=lambda: plot_grid(grid, xlabel=x, ylabel=y),
+    )
+    if code == NOT_SAVED:
+        import typer
+
+        raise typer.Exit(code)
     return grid
+
+
+def grid_payload(
+    grid: PublishedGrid, x: str, y: str, label: str, remaining: Budget | None
+) -> dict[str, Any]:
+    """Every field of a published 2-D histogram (all public), as saved by ``--out`` / ``--json``."""
+    return {
+        "release": "histogram2d",
+        "label": label,
+        "x": x,
+        "y": y,
+        "method": grid.method,
+        "epsilon": grid.epsilon,
+        "delta": 0.0,
+        "shape": list(grid.shape),
+        "x_edges": grid.x_edges,
+        "y_edges": grid.y_edges,
+        "estimates": grid.estimates,
+        "cells": grid.cells,
+        "details": {k: v for k, v in grid.details.items() if not callable(v)},
+        "remaining": None
+        if remaining is None
+        else {"epsilon": remaining.epsilon, "delta": remaining.delta},
+    }

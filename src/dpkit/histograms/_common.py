@@ -95,4 +95,4 @@ def source_for(rng: object) -> Any:
 
 def epsilon_of(epsilon: object) -> float:
     """Checked epsilon."""
-    return check_epsilon(epsilon)
+    return check_epsilon(epsilon, share=True)

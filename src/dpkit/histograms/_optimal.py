@@ -84,7 +84,7 @@ def _sae_costs(x: NDArray[np.float64]) -> NDArray[np.float64]:
     lo = np.zeros(a.size, dtype=np.int64)
     hi = np.full(a.size, n, dtype=np.int64)
     flat_below = below.ravel()
-    while True:
+    for _ in range(n.bit_length() + 1):  # bisection on [0, n]: bounded by its bits
         active = lo < hi
         if not active.any():
             break

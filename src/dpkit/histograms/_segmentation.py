@@ -319,7 +319,9 @@ def sse_penalised(values: ArrayLike, penalty: float) -> tuple[NDArray[np.int64],
     start = np.zeros(n + 1, dtype=np.int64)
     _sse_scan(total, total, start, s1, s2, 0, float(penalty), mu_lo, mu_hi)
     bounds = [n]
-    while bounds[-1] > 0:
+    for _ in range(n):  # start[j] < j: at most n steps back to 0
+        if bounds[-1] <= 0:
+            break
         bounds.append(int(start[bounds[-1]]))
     boundaries = np.asarray(bounds[::-1], dtype=np.int64)
     return boundaries, float(total[n] - penalty * (boundaries.size - 1))

@@ -5,7 +5,9 @@ the cells along a Hilbert curve, which keeps cells that are close on the map
 mostly close in the sequence; DAWA's data-aware partition then merges runs of
 similar cells (large empty or flat regions become one bucket) and measures the
 bucket totals. See :func:`dpkit.histograms.dawa` for the 1-D algorithm and
-what dpkit does differently from the paper.
+what dpkit does differently from the paper: its candidate buckets are the
+nodes of a binary tree over the sequence, which on a power-of-two square grid
+are the quadtree's squares and their halves along the curve.
 """
 
 from __future__ import annotations
@@ -105,8 +107,10 @@ def dawa2d(
     Privacy: epsilon-DP for add/remove one row. The Hilbert order is a public
     function of the grid's shape, so reordering the unit counts is a fixed
     bijection: one row still changes exactly one entry of the sequence by 1,
-    and :func:`dpkit.histograms.dawa` (epsilon-DP under that relation, with
-    its private partition and workload-aware measurement) is applied as is.
+    and :func:`dpkit.histograms.dawa` (epsilon-DP under that relation: its
+    partition is post-processing of one Laplace release of all candidate
+    buckets' deviations, calibrated to their joint l1 sensitivity, then the
+    bucket totals are measured) is applied as is.
     Mapping the estimates back to the grid is post-processing.
 
     Accuracy: ``answer_error`` of a rectangle is an *upper bound* on the noise

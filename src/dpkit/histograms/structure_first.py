@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit._checks import exact
+from dpkit._checks import exact, float_at_most
 from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._common import (
@@ -87,10 +87,7 @@ def split_budget(epsilon: float, share: float) -> tuple[float, float]:
 
 
 def _float_at_most(value: Fraction) -> float:
-    out = float(value)
-    while exact(out) > value:
-        out = math.nextafter(out, 0.0)
-    return out
+    return float_at_most(value)
 
 
 def boundary_utilities(

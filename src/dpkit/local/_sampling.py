@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from dpkit.mechanisms._random import RandomSource
+from dpkit.mechanisms._random import RandomSource, rejection_rounds, sampling_limit
 
 # Rounding margin so that floor(e^ε · 2^s · (1 - 2^-50)) stays below e^ε · 2^s even
 # with the libm exp off by an ulp (relative error < 2^-52).
@@ -60,11 +60,17 @@ class RationalResponse:
         out = np.empty(codes.size, dtype=np.int64)
         limit = (1 << 64) - (1 << 64) % self.total  # words below it map uniformly onto [0, D)
         done = 0
-        while done < codes.size:
+        # A word is rejected w.p. below 2^-12, so a round fills every pending report
+        # unless 65 of its words are rejected: far rarer than rejection_rounds assumes.
+        for _ in rejection_rounds():
+            if done >= codes.size:
+                break
             words = source.words(codes.size - done + 64)
             done = _response_kernel(
                 words, codes, out, done, self.total, limit, self.keep_weight, self.other_weight
             )
+        if done < codes.size:
+            raise sampling_limit("the k-ary response sampler")
         return out
 
 

@@ -14,6 +14,15 @@ most e^ε and samples them exactly (``_sampling.py``: one uniform integer per
 k-ary response, bit-sliced comparisons for unary bits), so the realised ε never
 exceeds the one declared, and the estimators use the probabilities actually
 sampled.
+
+Memory. A domain given as a size d is never materialised: encoding checks
+0 <= v < d, OLH hashes the value itself and Hadamard response computes a row's
+bit by popcount parity, so their ``perturb`` takes O(n) memory whatever d (OLH
+and Hadamard take d up to 2^61 - 2). ``estimate`` counts every value of the
+domain (O(d) memory: refused above 2^24 values) or, with ``candidates=``, only
+those values (memory bounded by blocks, whatever d). GRR, OUE and SUE take d up
+to 2^31 - 2; OUE and SUE send d bits per report by definition, so a call whose
+n * d bits exceed ``MEMORY_CEILING`` is refused before any work.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit._checks import MEMORY_CEILING, check_level
+from dpkit._checks import MEMORY_CEILING, check_epsilon, check_level
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local._estimate import FrequencyEstimate, count_variance, estimate_from_supports
 from dpkit.local._sampling import BitProbability, RationalResponse
@@ -35,21 +44,32 @@ from dpkit.mechanisms.randomized_response import RandomizedResponse
 #: The prime of OLH's universal hash ((a v + b) mod P) mod g (a Mersenne prime, 2^31 - 1):
 #: sums of two residues stay below 2^32, so the estimator can run in uint32.
 HASH_PRIME = (1 << 31) - 1
-_MAX_DOMAIN = HASH_PRIME - 1
+#: The prime for domains of 2^31 - 1 values or more (2^61 - 1: every value is below it,
+#: so two values never share every hash).
+LARGE_HASH_PRIME = (1 << 61) - 1
+_MAX_DOMAIN = HASH_PRIME - 1  # labels, and sizes for GRR, OUE and SUE
+_MAX_SIZED_DOMAIN = LARGE_HASH_PRIME - 1  # sizes for OLH and Hadamard response
+_MAX_ESTIMATE_VALUES = 1 << 24  # full-domain estimates (five float arrays of d entries)
 _MAX_HASH_RANGE = 1 << 20
 _OLH_BLOCK = 1 << 16  # reports per block in OLH's support counting (fits in L2 cache)
+_CELLS_PER_BLOCK = 1 << 20  # reports x candidates per block when counting candidates
 
 
-def _domain_labels(domain: object) -> tuple[list[Any], bool]:
-    """The declared domain as a list of labels, and whether it was given as a size d."""
+def _domain_labels(domain: object, max_size: int) -> tuple[list[Any] | None, int]:
+    """The declared labels (None for a size d: never materialised) and d."""
     if isinstance(domain, int | np.integer) and not isinstance(domain, bool | np.bool_):
         d = int(domain)
-        if not 2 <= d <= _MAX_DOMAIN:
+        if not 2 <= d <= max_size:
             raise InvalidParameterError(
-                f"domain must be a size d with 2 <= d <= {_MAX_DOMAIN} (values 0..d-1) "
-                "or a sequence of at least two distinct labels."
+                f"domain must be a size d with 2 <= d <= {max_size:,} for this oracle "
+                "(values 0..d-1) or a sequence of at least two distinct labels"
+                + (
+                    "; use OLH or Hadamard response for larger domains."
+                    if max_size < _MAX_SIZED_DOMAIN
+                    else "."
+                )
             )
-        return list(range(d)), True
+        return None, d
     if isinstance(domain, str | bytes) or not isinstance(domain, Sequence | np.ndarray):
         raise InvalidParameterError(
             "domain must be a size d (values 0..d-1) or a sequence of distinct labels; "
@@ -58,7 +78,7 @@ def _domain_labels(domain: object) -> tuple[list[Any], bool]:
     labels = list(domain)
     if len(labels) > _MAX_DOMAIN:
         raise InvalidParameterError(f"domain has more than {_MAX_DOMAIN} labels.")
-    return labels, False
+    return labels, len(labels)
 
 
 def _integer_reports(reports: ArrayLike, *, ndim: int, what: str) -> NDArray[np.int64]:
@@ -86,27 +106,74 @@ class FrequencyOracle:
     name = "oracle"
     p_star: float
     q_star: float
+    #: Largest domain size d this oracle takes.
+    max_domain = _MAX_DOMAIN
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
-        labels, sized = _domain_labels(domain)
-        # Validates epsilon and the labels (distinct, at least two) and encodes labels.
-        self._labels_rr = RandomizedResponse(epsilon=epsilon, categories=labels)
-        self.epsilon = self._labels_rr.epsilon
-        self.domain: tuple[Any, ...] = tuple(labels)
-        self.d = len(labels)
-        self._sized = sized
+        labels, d = _domain_labels(domain, self.max_domain)
+        self.epsilon = check_epsilon(epsilon)
+        self.d = d
+        self._sized = labels is None
+        self._labels_rr: RandomizedResponse | None = None
+        if labels is None:
+            self.domain: Sequence[Any] = range(d)  # O(1): a size is never materialised
+        else:
+            # Validates the labels (distinct, at least two) and encodes them.
+            self._labels_rr = RandomizedResponse(epsilon=self.epsilon, categories=labels)
+            self.domain = tuple(labels)
 
     def encode(self, values: ArrayLike) -> NDArray[np.int64]:
         """Domain indices (0..d-1) of the values; DataError if one is outside the domain."""
-        arr = np.asarray(values) if isinstance(values, np.ndarray) else None
-        if self._sized and arr is not None and arr.dtype.kind in "iu":
-            codes = arr.astype(np.int64).ravel()
-            if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.d):
-                raise DataError(
-                    "a value is outside the declared domain 0..d-1; declare every value."
+        if self._labels_rr is not None:
+            return self._labels_rr._codes(values)
+        outside = DataError("a value is outside the declared domain 0..d-1; declare every value.")
+        arr = np.asarray(values)
+        if arr.dtype.kind == "O":  # Python ints (possibly beyond int64), no booleans
+            items = arr.ravel().tolist()
+            if not all(
+                isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                for v in items
+            ):
+                raise outside
+            if any(not 0 <= int(v) < self.d for v in items):
+                raise outside
+            return np.array([int(v) for v in items], dtype=np.int64)
+        if arr.dtype.kind == "f":
+            flat = arr.ravel()
+            if not np.all(np.isfinite(flat)) or not np.all(flat == np.floor(flat)):
+                raise outside
+            if flat.size and (float(flat.min()) < 0 or float(flat.max()) >= float(self.d)):
+                raise outside
+            return flat.astype(np.int64)
+        if arr.dtype.kind not in "iu":
+            raise outside
+        codes = arr.ravel()
+        if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= self.d):
+            raise outside
+        return codes.astype(np.int64)
+
+    def _candidate_codes(self, candidates: object) -> NDArray[np.int64] | None:
+        """Codes of the declared candidates (public), or None for the whole domain."""
+        if candidates is None:
+            if self.d > _MAX_ESTIMATE_VALUES:
+                raise InvalidParameterError(
+                    f"estimating all {self.d:,} values of the domain needs memory for each; "
+                    "pass candidates=[...] (the values you want counts for)."
                 )
-            return codes
-        return self._labels_rr._codes(values)
+            return None
+        if isinstance(candidates, str | bytes) or not isinstance(candidates, Sequence | np.ndarray):
+            raise InvalidParameterError("candidates must be a sequence of domain values.")
+        if len(candidates) == 0:
+            raise InvalidParameterError("candidates must name at least one domain value.")
+        try:
+            codes = self.encode(np.asarray(list(candidates), dtype=object))
+        except DataError:
+            raise InvalidParameterError(
+                "every candidate must be a value of the declared domain."
+            ) from None
+        if np.unique(codes).size != codes.size:
+            raise InvalidParameterError("candidates must be distinct.")
+        return codes
 
     def perturb(self, values: ArrayLike, rng: object = None) -> NDArray[np.integer]:
         """Client side: one ε-LDP report per value (vectorised over respondents)."""
@@ -116,13 +183,26 @@ class FrequencyOracle:
         """Client side, one respondent: the ε-LDP report of a single value."""
         return self.perturb(np.array([value], dtype=object), rng=rng)[0]
 
-    def estimate(self, reports: ArrayLike, *, level: float = 0.95) -> FrequencyEstimate:
+    def estimate(
+        self, reports: ArrayLike, *, level: float = 0.95, candidates: Sequence[Any] | None = None
+    ) -> FrequencyEstimate:
         """Server side: unbiased counts with variances and confidence intervals.
 
-        Post-processing of ε-LDP reports: no further privacy cost.
+        Every value of the domain by default (refused above 2^24 values), or only
+        the declared ``candidates`` (values of the domain, e.g. the ones a
+        study asks about): memory bounded by blocks whatever d. Each count is
+        the same unbiased estimator either way. Post-processing of ε-LDP
+        reports: no further privacy cost.
         """
         level = check_level(level)
-        n, supports = self._supports(reports)
+        codes = self._candidate_codes(candidates)
+        n, supports = self._supports(reports, codes)
+        if codes is None:
+            domain = tuple(self.domain)
+        elif self._labels_rr is not None:
+            domain = tuple(self.domain[int(c)] for c in codes)
+        else:
+            domain = tuple(int(c) for c in codes)
         return estimate_from_supports(
             supports,
             n=n,
@@ -130,7 +210,7 @@ class FrequencyOracle:
             q_star=self.q_star,
             oracle=self.name,
             epsilon=self.epsilon,
-            domain=self.domain,
+            domain=domain,
             level=level,
         )
 
@@ -149,7 +229,10 @@ class FrequencyOracle:
     def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.integer]:
         raise NotImplementedError
 
-    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+    def _supports(
+        self, reports: ArrayLike, codes: NDArray[np.int64] | None = None
+    ) -> tuple[int, NDArray[np.int64]]:
+        """(n, support count of each value in ``codes``, or of every value when None)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -181,12 +264,19 @@ class GeneralizedRandomizedResponse(FrequencyOracle):
     def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
         return self._rr.sample(codes, source)
 
-    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+    def _supports(
+        self, reports: ArrayLike, codes: NDArray[np.int64] | None = None
+    ) -> tuple[int, NDArray[np.int64]]:
         what = f"a 1-D integer array of domain indices in [0, {self.d}) (what perturb returns)"
         arr = _integer_reports(reports, ndim=1, what=what)
         if int(arr.min()) < 0 or int(arr.max()) >= self.d:
             raise DataError(f"reports must be {what}; a report is out of range.")
-        return arr.size, np.bincount(arr, minlength=self.d).astype(np.int64)
+        if codes is None:
+            return arr.size, np.bincount(arr, minlength=self.d).astype(np.int64)
+        ordered = np.sort(arr)
+        left = np.searchsorted(ordered, codes, side="left")
+        right = np.searchsorted(ordered, codes, side="right")
+        return arr.size, (right - left).astype(np.int64)
 
 
 class _UnaryEncoding(FrequencyOracle):
@@ -202,7 +292,13 @@ class _UnaryEncoding(FrequencyOracle):
                 "n * d is too large for one unary-encoding call; perturb in batches."
             )
 
-    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+    def _supports(
+        self, reports: ArrayLike, codes: NDArray[np.int64] | None = None
+    ) -> tuple[int, NDArray[np.int64]]:
+        n, supports = self._all_supports(reports)
+        return n, supports if codes is None else supports[codes]
+
+    def _all_supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
         what = f"a 2-D 0/1 array with one row per report and {self.d} columns (perturb's output)"
         compact = np.asarray(reports) if isinstance(reports, np.ndarray) else None
         if compact is not None and compact.ndim == 2 and compact.dtype in (np.uint8, np.bool_):
@@ -288,35 +384,41 @@ class OptimizedLocalHashing(FrequencyOracle):
     """Optimised local hashing (OLH) for large domains.
 
     Report: (a, b, y). The respondent draws a hash H(v) = ((a v + b) mod P) mod g
-    from a universal family (P = 2^31 - 1, a in [1, P), b in [0, P), uniform,
+    from a universal family (P = 2^31 - 1, or 2^61 - 1 for domains of 2^31 - 1
+    values or more, so that P > d; a in [1, P), b in [0, P), uniform,
     independent of v), with g ≈ e^ε + 1, and reports y = k-RR over g values of
     H(v): y = H(v) w.p. p* ≈ e^ε / (e^ε + g - 1) (rational, ratio to any other
     value at most e^ε). Privacy: each report is ε-LDP for any change of that
     respondent's value: (a, b) has the same distribution under every value,
     and given (a, b) the ratio of P(y) under two values is at most e^ε (k-RR).
-    A report supports v when H(v) = y: p* as above, q* = 1/g. Var* = n (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1)) (= OUE's when
-    g = e^ε + 1). ``perturb`` returns an (n, 3) int64 array of (a, b, y);
-    ``estimate`` counts supports in blocks of reports, all values at once.
+    A report supports v when H(v) = y: p* as above, q* = 1/g (two values below
+    P collide under a uniform (a, b) with probability at most 1/g). Var* = n (e^ε - 1 + g)^2 / ((e^ε - 1)^2 (g - 1)) (= OUE's when
+    g = e^ε + 1). ``perturb`` returns an (n, 3) int64 array of (a, b, y), in
+    O(n) memory whatever d; ``estimate`` counts supports in blocks of reports.
     """
 
     name = "olh"
+    max_domain = _MAX_SIZED_DOMAIN
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         self.g = _olh_hash_range(self.epsilon, self.d)
+        self.prime = HASH_PRIME if self.d < HASH_PRIME else LARGE_HASH_PRIME
         self._hash_rr = RationalResponse(epsilon=self.epsilon, k=self.g)
         self.p_star = self._hash_rr.p_keep
         self.q_star = 1.0 / self.g
 
     def _perturb_codes(self, codes: NDArray[np.int64], source: Any) -> NDArray[np.int64]:
         n = codes.size
-        a = 1 + source.uniform_below(np.full(n, HASH_PRIME - 1, dtype=np.int64))
-        b = source.uniform_below(np.full(n, HASH_PRIME, dtype=np.int64))
-        hashed = ((a * codes + b) % HASH_PRIME) % self.g  # a * v < 2^62: no overflow
+        a = 1 + source.uniform_below(np.full(n, self.prime - 1, dtype=np.int64))
+        b = source.uniform_below(np.full(n, self.prime, dtype=np.int64))
+        hashed = _olh_hash(a, b, codes, self.prime) % self.g
         y = self._hash_rr.sample(hashed, source)
         return np.column_stack([a, b, y]).astype(np.int64)
 
-    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+    def _supports(
+        self, reports: ArrayLike, codes: NDArray[np.int64] | None = None
+    ) -> tuple[int, NDArray[np.int64]]:
         what = "a 2-D integer array of (a, b, y) rows (what perturb returns)"
         arr = _integer_reports(reports, ndim=2, what=what)
         if arr.shape[1] != 3:
@@ -324,14 +426,78 @@ class OptimizedLocalHashing(FrequencyOracle):
         a, b, y = arr[:, 0], arr[:, 1], arr[:, 2]
         if (
             int(a.min()) < 1
-            or int(a.max()) >= HASH_PRIME
+            or int(a.max()) >= self.prime
             or int(b.min()) < 0
-            or int(b.max()) >= HASH_PRIME
+            or int(b.max()) >= self.prime
             or int(y.min()) < 0
             or int(y.max()) >= self.g
         ):
             raise DataError(f"reports must be {what}; a report is out of range.")
-        return arr.shape[0], _olh_supports(a, b, y, self.d, self.g)
+        if codes is None and self.prime == HASH_PRIME:
+            return arr.shape[0], _olh_supports(a, b, y, self.d, self.g)
+        values = np.arange(self.d, dtype=np.int64) if codes is None else codes
+        return arr.shape[0], _olh_candidate_supports(a, b, y, values, self.g, self.prime)
+
+
+def _mulmod61(a: NDArray[np.int64], v: NDArray[np.int64]) -> NDArray[np.uint64]:
+    """(a * v) mod (2^61 - 1) for 0 <= a, v < 2^61, exactly, in uint64 (32-bit limbs)."""
+    mask61 = np.uint64(LARGE_HASH_PRIME)
+    low32 = np.uint64(0xFFFFFFFF)
+    au, vu = a.astype(np.uint64), v.astype(np.uint64)
+    a1, a0 = au >> np.uint64(32), au & low32
+    v1, v0 = vu >> np.uint64(32), vu & low32
+    # a v = a1 v1 2^64 + (a1 v0 + a0 v1) 2^32 + a0 v0, and 2^61 = 1 (mod P).
+    high = (a1 * v1) << np.uint64(3)  # 2^64 = 2^3 (mod P); a1 v1 < 2^58
+    mid = a1 * v0 + a0 * v1  # < 2^62
+    mid_part = (mid >> np.uint64(29)) + ((mid & np.uint64((1 << 29) - 1)) << np.uint64(32))
+    low = a0 * v0  # < 2^64
+    low_part = (low & mask61) + (low >> np.uint64(61))
+    total = _fold61(high) + _fold61(mid_part) + _fold61(low_part)  # each < 2^61 + 8
+    total = _fold61(total)
+    return np.where(total >= mask61, total - mask61, total)
+
+
+def _fold61(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """x mod (2^61 - 1) up to one extra P (x < 2^64): the low 61 bits plus the high ones."""
+    return (x & np.uint64(LARGE_HASH_PRIME)) + (x >> np.uint64(61))
+
+
+def _olh_hash(
+    a: NDArray[np.int64], b: NDArray[np.int64], v: NDArray[np.int64], prime: int
+) -> NDArray[np.int64]:
+    """(a v + b) mod P elementwise (broadcasting), exact for either prime."""
+    if prime == HASH_PRIME:
+        return (a * v + b) % HASH_PRIME  # a * v < 2^62: no overflow
+    product = _mulmod61(*np.broadcast_arrays(a, v))
+    total = product + np.broadcast_to(b, product.shape).astype(np.uint64)  # < 2^62
+    total = np.where(total >= np.uint64(prime), total - np.uint64(prime), total)
+    return total.astype(np.int64)
+
+
+def _olh_candidate_supports(
+    a: NDArray[np.int64],
+    b: NDArray[np.int64],
+    y: NDArray[np.int64],
+    values: NDArray[np.int64],
+    g: int,
+    prime: int,
+) -> NDArray[np.int64]:
+    """C_v = #{i : ((a_i v + b_i) mod P) mod g = y_i} for each v in ``values``.
+
+    Blocks of reports x values of at most 2^20 cells: memory bounded whatever d
+    and however many reports.
+    """
+    supports = np.zeros(values.size, dtype=np.int64)
+    rows = max(1, _CELLS_PER_BLOCK // max(values.size, 1))
+    cols = max(1, _CELLS_PER_BLOCK // rows)
+    for start in range(0, a.size, rows):
+        stop = start + rows
+        a_blk, b_blk, y_blk = a[start:stop, None], b[start:stop, None], y[start:stop, None]
+        for first in range(0, values.size, cols):
+            block = values[None, first : first + cols]
+            hashed = _olh_hash(a_blk, b_blk, block, prime) % g
+            supports[first : first + cols] += np.count_nonzero(hashed == y_blk, axis=0)
+    return supports
 
 
 def _olh_supports(
@@ -365,7 +531,7 @@ def _olh_supports(
     return supports
 
 
-#: Largest Hadamard size (reports are in [0, K); the server's histogram has K entries).
+#: Largest Hadamard size for a full-domain estimate (its histogram has K entries).
 _MAX_HADAMARD = 1 << 26
 
 
@@ -381,26 +547,24 @@ class HadamardResponse(FrequencyOracle):
     ε-LDP. Sampled exactly: "in C_v or not" is binary randomized response;
     a uniform column is drawn and, if its parity with row v + 1 is the wrong
     one, one bit of row v + 1 is flipped in it (a bijection between the two
-    halves, so the member is uniform).
+    halves, so the member is uniform). No matrix is built: a report is a
+    column index, O(1) memory per respondent whatever d (up to 2^61 - 2).
 
     Two rows of H agree on exactly K/2 columns, so a report supports its own
     value with p* = e^ε/(e^ε + 1) and any other with q* = 1/2: Var* =
     n (e^ε + 1)²/(e^ε - 1)², never below OUE's 4e^ε/(e^ε - 1)² but close at
     small ε, for a report of log2(K) bits instead of d. The server counts all
     supports at once with a fast Walsh–Hadamard transform of the reports'
-    histogram (O(K log K)). ``perturb`` returns int64 columns.
+    histogram (O(K log K), K up to 2^26), or a declared set of candidates by
+    popcount parity, in blocks. ``perturb`` returns int64 columns.
     """
 
     name = "hadamard"
+    max_domain = _MAX_SIZED_DOMAIN
 
     def __init__(self, *, epsilon: float, domain: int | Sequence[Any]) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         self.k = 1 << self.d.bit_length()  # smallest power of two > d
-        if self.k > _MAX_HADAMARD:
-            raise InvalidParameterError(
-                f"Hadamard response takes domains up to {_MAX_HADAMARD - 1:,} values "
-                "(its server histogram has one entry per column); use OLH for larger ones."
-            )
         self._member_rr = RationalResponse(epsilon=self.epsilon, k=2)
         self.p_star = self._member_rr.p_keep
         self.q_star = 0.5
@@ -413,15 +577,33 @@ class HadamardResponse(FrequencyOracle):
         wrong = _parity(row & column) != (1 - member)  # members have even parity
         return np.where(wrong, column ^ (row & -row), column).astype(np.int64)
 
-    def _supports(self, reports: ArrayLike) -> tuple[int, NDArray[np.int64]]:
+    def _supports(
+        self, reports: ArrayLike, codes: NDArray[np.int64] | None = None
+    ) -> tuple[int, NDArray[np.int64]]:
         what = f"a 1-D integer array of columns in [0, {self.k}) (what perturb returns)"
         arr = _integer_reports(reports, ndim=1, what=what)
         if int(arr.min()) < 0 or int(arr.max()) >= self.k:
             raise DataError(f"reports must be {what}; a report is out of range.")
         n = int(arr.size)
-        signed = walsh_hadamard(np.bincount(arr, minlength=self.k))
-        # Row v + 1: (#members - #others); members = (n + that) / 2.
-        return n, (n + signed[1 : self.d + 1]) // 2
+        if codes is None:
+            if self.k > _MAX_HADAMARD:
+                raise InvalidParameterError(
+                    f"a full-domain Hadamard estimate needs a histogram of {self.k:,} columns; "
+                    "pass candidates=[...] (the values you want counts for)."
+                )
+            signed = walsh_hadamard(np.bincount(arr, minlength=self.k))
+            # Row v + 1: (#members - #others); members = (n + that) / 2.
+            return n, (n + signed[1 : self.d + 1]) // 2
+        supports = np.zeros(codes.size, dtype=np.int64)
+        rows = max(1, _CELLS_PER_BLOCK // codes.size)
+        cols = max(1, _CELLS_PER_BLOCK // rows)
+        for start in range(0, n, rows):
+            block = arr[start : start + rows, None]
+            for first in range(0, codes.size, cols):
+                row = codes[None, first : first + cols] + 1
+                members = _parity(row & block) == 0
+                supports[first : first + cols] += np.count_nonzero(members, axis=0)
+        return n, supports
 
 
 def _parity(x: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -470,7 +652,8 @@ def best_oracle(*, epsilon: float, domain: int | Sequence[Any]) -> FrequencyOrac
     GRR's second term is larger), else OLH or OUE. Depends only on public ε
     and d, so the choice reveals nothing; the returned oracle's reports are ε-LDP.
     """
-    oracles = [cls(epsilon=epsilon, domain=domain) for cls in _ORACLES]
+    size = domain if isinstance(domain, int | np.integer) else _MAX_DOMAIN
+    oracles = [cls(epsilon=epsilon, domain=domain) for cls in _ORACLES if size <= cls.max_domain]
     totals = [
         o.d * float(o.variance(1)) + (1 - o.p_star - o.q_star) / (o.p_star - o.q_star)
         for o in oracles

@@ -193,7 +193,9 @@ class PiecewiseMean:
         m = PIECEWISE_CELLS
         # Smallest W with (M - W)/W <= e^{ε/2}, with a margin for the float exp.
         w = math.ceil(m / (1.0 + e_half * (1.0 - 1e-12)))
-        while (m - w) > w * e_half * (1.0 - 1e-12):
+        for _ in range(m):  # w <= m always satisfies it: at most m steps (one in practice)
+            if (m - w) <= w * e_half * (1.0 - 1e-12):
+                break
             w += 1
         self._cells, self._window = m, w
         c = (e_half + 1.0) / (e_half - 1.0)

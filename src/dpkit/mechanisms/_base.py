@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -32,21 +33,63 @@ def discrete_laplace_tail_index(scale: float, alpha: float) -> int:
     """Smallest k >= 0 with P(|Y| > k) <= alpha for Y ~ DLap(scale).
 
     P(Y = y) = (1-p)/(1+p) p^|y| with p = exp(-1/scale), so
-    P(|Y| > k) = 2 p^(k+1) / (1+p). Solved in floats, then checked and nudged so
-    the returned k is never too small.
+    P(|Y| > k) = 2 p^(k+1) / (1+p). Solved in floats, then the smallest k whose
+    float tail (with a 1e-12 margin) is at most alpha is found by bisection
+    around that solution, so the returned k is never too small. The search is
+    bounded whatever the scale: at most 64 bracket doublings and 128 halvings.
     """
     log_p = -1.0 / scale
     p = math.exp(log_p)
 
-    def tail(k: int) -> float:
-        return 2.0 * math.exp((k + 1) * log_p) / (1.0 + p)
+    def ok(k: int) -> bool:
+        return 2.0 * math.exp((k + 1) * log_p) / (1.0 + p) * (1 + 1e-12) <= alpha
 
-    k = max(0, math.ceil(math.log(alpha * (1.0 + p) / 2.0) / log_p) - 1)
-    while tail(k) * (1 + 1e-12) > alpha:
-        k += 1
-    while k > 0 and tail(k - 1) * (1 + 1e-12) <= alpha:
-        k -= 1
-    return k
+    guess = max(0, math.ceil(math.log(alpha * (1.0 + p) / 2.0) / log_p) - 1)
+    return smallest_true(ok, guess)
+
+
+def smallest_true(ok: Callable[[int], bool], guess: int) -> int:
+    """The smallest k >= 0 with ``ok(k)``, for ``ok`` monotone (False then True), near ``guess``.
+
+    A bounded search (every CI tail search uses it): the bracket around ``guess``
+    widens by doubling steps, at most ``guess.bit_length() + 64`` times (a float
+    closed form can be off by a relative 2^-50, so the steps must reach the
+    guess's own magnitude), then bisection halves it at most as many times plus
+    one. A predicate that never turns True within that reach is a bug in the
+    caller's closed form, reported as an error, never a hang.
+    """
+    guess = max(0, int(guess))
+    reach = guess.bit_length() + 64
+    low, high = -1, guess  # invariant: low < 0 or not ok(low); ok(high)
+    if ok(guess):
+        step = 1
+        for _ in range(reach):  # widen downwards until some k is not ok (or 0 is passed)
+            candidate = guess - step
+            if candidate < 0:
+                break
+            if not ok(candidate):
+                low = candidate
+                break
+            high, step = candidate, step * 2
+    else:
+        low, found, step = guess, False, 1
+        for _ in range(reach):
+            candidate = guess + step
+            if ok(candidate):
+                high, found = candidate, True
+                break
+            low, step = candidate, step * 2
+        if not found:
+            raise ValueError("no k within reach of the closed-form guess satisfies the bound")
+    for _ in range(2 * reach + 2):
+        if high - low <= 1:
+            return high
+        mid = (low + high) // 2
+        if ok(mid):
+            high = mid
+        else:
+            low = mid
+    raise ValueError("the tail search did not converge within its bound")
 
 
 class AdditiveMechanism:
@@ -98,9 +141,7 @@ class AdditiveMechanism:
             details=self.details(),
         )
 
-    def paid(
-        self, value: ArrayLike, rng: object, accountant: Any, label: str | None = None
-    ) -> Any:
+    def paid(self, value: ArrayLike, rng: object, accountant: Any, label: str | None = None) -> Any:
         """``randomise(value)``, charged to ``accountant`` first when one is given."""
         return charge_and_run(
             as_accountant(accountant),

@@ -18,7 +18,10 @@ while they tie, with further fresh words. The outcome is exactly
 ``U < exp(-γ)``: the floats only say early what the exact comparison would.
 
 Everything is vectorised over NumPy arrays: each loop iteration processes all
-still-undecided samples at once, and the set shrinks geometrically.
+still-undecided samples at once, and the set shrinks geometrically. Every loop
+has a public cap (``_random.rejection_rounds``; each loop states the per-round
+acceptance it relies on): reaching it has probability below 2^-164 and raises
+``SamplingLimitError`` with nothing released, so every call ends.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.mechanisms._random import RandomSource
+from dpkit.mechanisms._random import RandomSource, rejection_rounds, sampling_limit
 
 # Parameters below this keep products in int64 (discrete Laplace's t, Gaussian's terms).
 _FAST_DEN = 1 << 54
@@ -40,6 +43,9 @@ _WORD = 1 << _WORD_BITS
 # Relative error margin of the float exp(-γ), per unit of (γ + 2); see module doc.
 _MARGIN = 2.0**-40
 _TINY = 2.0**-1000  # absolute margin: covers underflow (exp(-γ) < 2**-1000 for γ > 694)
+# Precision doublings of the exact digits: each one squares the (already ~1e-9) chance
+# that the floors disagree, so ten are never all needed.
+_MAX_DOUBLINGS = 10
 
 
 @lru_cache(maxsize=1024)
@@ -60,7 +66,7 @@ def _exp_neg_digits(num: int, den: int, words: int) -> int:
     bits = _WORD_BITS * words
     prec = bits * 31 // 100 + 40
     scale = decimal.Decimal(1 << bits)  # exact
-    while True:
+    for _ in range(_MAX_DOUBLINGS):
         # Every operation below runs in these contexts (operators use the local one).
         with decimal.localcontext(_decimal_context(prec)):
             gamma = decimal.Decimal(num) / decimal.Decimal(den)
@@ -75,6 +81,7 @@ def _exp_neg_digits(num: int, den: int, words: int) -> int:
         if lo == hi:
             return int(lo)
         prec *= 2
+    raise sampling_limit("the exact exp(-gamma) digits")
 
 
 def _decimal_context(prec: int) -> decimal.Context:
@@ -90,13 +97,14 @@ def _bernoulli_exact_tail(source: RandomSource, num: int, den: int, first_word: 
     """``U < exp(-num/den)`` for ``U`` whose first digit is ``first_word``, exactly."""
     if num == 0:
         return True
-    word, k = first_word, 1
-    while True:
-        digit = _digit(num, den, k)
+    word = first_word
+    # A fresh word ties with the digit (and the loop goes on) with probability 2**-62.
+    for k in rejection_rounds():
+        digit = _digit(num, den, k + 1)
         if word != digit:
             return word < digit
         word = int(source.uniform_below(np.full(1, _WORD, dtype=np.int64))[0])
-        k += 1
+    raise sampling_limit("the exact Bernoulli(exp(-gamma)) sampler")
 
 
 def _ratio(num: NDArray[Any], den: NDArray[Any]) -> NDArray[np.float64]:
@@ -158,11 +166,15 @@ def _geometric_exp_minus_one(source: RandomSource, size: int) -> NDArray[np.int6
     """Number of Bernoulli(exp(-1)) successes before the first failure."""
     count = np.zeros(size, dtype=np.int64)
     active = np.arange(size)
-    while active.size:
+    for _ in rejection_rounds(1.0 - 0.368):  # each draw stops w.p. 1 - exp(-1) per round
+        if not active.size:
+            return count
         ok = _bernoulli_exp_minus_one(source, active.size)
         count[active[ok]] += 1
         active = active[ok]
-    return count
+    if not active.size:
+        return count
+    raise sampling_limit("the geometric sampler")
 
 
 def discrete_laplace(source: RandomSource, t: int, s: int, size: int) -> NDArray[np.int64]:
@@ -176,7 +188,11 @@ def discrete_laplace(source: RandomSource, t: int, s: int, size: int) -> NDArray
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     t_arr_cache: dict[int, NDArray[np.int64]] = {}
-    while pending.size:
+    # A round accepts w.p. >= (1 - exp(-1)) / 2 > 1/4: E[exp(-U/t)] >= 1 - exp(-1) for
+    # U uniform below t, and the "negative zero" rejection removes at most half.
+    for _ in rejection_rounds():
+        if not pending.size:
+            return out
         m = pending.size
         t_arr = t_arr_cache.setdefault(m, np.full(m, t, dtype=np.int64))
         u = source.uniform_below(t_arr) if t > 1 else np.zeros(m, dtype=np.int64)
@@ -189,7 +205,9 @@ def discrete_laplace(source: RandomSource, t: int, s: int, size: int) -> NDArray
         signed = np.where(negative, -y, y)
         out[pending[accept]] = signed[accept]
         pending = pending[~accept]
-    return out
+    if not pending.size:
+        return out
+    raise sampling_limit("the discrete Laplace sampler")
 
 
 def discrete_gaussian(
@@ -207,7 +225,11 @@ def discrete_gaussian(
     t = isqrt(a // b) + 1
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
-    while pending.size:
+    # CKS Algorithm 3 accepts w.p. above 0.44 for every sigma^2 (0.46 as sigma -> 0,
+    # 0.76 as sigma -> inf; checked numerically in tests/mechanisms/test_bounded_loops.py).
+    for _ in rejection_rounds():
+        if not pending.size:
+            return out
         m = pending.size
         y = discrete_laplace(source, t, 1, m)
         magnitude = np.abs(y)
@@ -223,4 +245,6 @@ def discrete_gaussian(
         accept = bernoulli_exp(source, num, den)
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
-    return out
+    if not pending.size:
+        return out
+    raise sampling_limit("the discrete Gaussian sampler")

@@ -22,7 +22,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.errors import DataError
+from dpkit.errors import DataError, InvalidParameterError
 
 INFLATION_BITS = 10
 
@@ -31,6 +31,11 @@ def default_granularity(sensitivity: float, size: int, norm: int) -> float:
     """A power of two g with d*g (l1) or sqrt(d)*g (l2) <= sensitivity * 2**-10."""
     spread = size if norm == 1 else math.sqrt(size)
     exponent = math.floor(math.log2(sensitivity / spread)) - INFLATION_BITS
+    if exponent < -1022:  # the grid step must be a normal double (no subnormal steps)
+        raise InvalidParameterError(
+            "the sensitivity is too small for dpkit's grid (below about 2**-1012 per value); "
+            "rescale the values (e.g. change units) so that it is larger."
+        )
     return math.ldexp(1.0, exponent)
 
 

@@ -17,6 +17,7 @@ unbiased bounded-integer routine (the seeded source).
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from typing import Protocol, runtime_checkable
@@ -32,6 +33,47 @@ from dpkit.errors import InvalidParameterError, PrivacyWarning
 MAX_BOUND = 1 << 62
 
 RNGLike = "None | int | np.random.Generator | RandomSource"
+
+#: Rounds a rejection loop may run when every pending draw is accepted with
+#: probability at least 1/4 per round (true of every loop that uses it: each states
+#: its own bound). A draw is still pending after R rounds with probability at most
+#: (3/4)^R, so with R = 512 a batch of up to 2^48 draws (far beyond memory) is
+#: unfinished with probability below 2^48 (3/4)^512 < 2^-164: a public cap whose
+#: failure is negligible and whose work is bounded in advance.
+REJECTION_ROUNDS = 512
+
+
+class SamplingLimitError(RuntimeError):
+    """A rejection sampler reached its public round limit (probability below 2^-164).
+
+    Never raised in practice; it exists so that every loop ends. Nothing is
+    released when it is raised (after a charge, the analyst sees the usual
+    ``ReleaseFailedError``). For samplers whose acceptance does not depend on the
+    data the event is independent of the data; for the exponential mechanism its
+    probability is below 2^-164 on every dataset, so it adds at most that to δ.
+    """
+
+
+def rejection_rounds(acceptance: float = 0.25) -> range:
+    """The rounds a rejection loop whose draws are accepted w.p. >= ``acceptance`` may run.
+
+    Same failure bound as :data:`REJECTION_ROUNDS` (which is the value at 1/4):
+    R = ceil(REJECTION_ROUNDS ln(3/4) / ln(1 - acceptance)).
+    """
+    if not 0 < acceptance <= 1:
+        raise ValueError("acceptance must be in (0, 1]")
+    if acceptance >= 0.25:
+        return range(REJECTION_ROUNDS)
+    rounds = math.ceil(REJECTION_ROUNDS * math.log(0.75) / math.log1p(-acceptance))
+    return range(rounds)
+
+
+def sampling_limit(what: str) -> SamplingLimitError:
+    """The error a sampler raises after its last permitted round."""
+    return SamplingLimitError(
+        f"{what} did not finish within its public round limit (an event of probability below "
+        "2^-164); nothing was released. Run the call again."
+    )
 
 
 @runtime_checkable
@@ -110,7 +152,10 @@ def _uniform_below(
     out = np.empty(bound.shape, dtype=np.uint64)
     pending = np.arange(bound.size)
     constant = int(bound.min()) == int(bound.max())
-    while pending.size:
+    # Each word is accepted with probability > 1/2 (limit >= span / 2).
+    for _ in rejection_rounds(0.5):
+        if not pending.size:
+            return out
         words = np.frombuffer(_secure_bytes(nbytes * pending.size), dtype=word).astype(np.uint64)
         if constant:
             b_int = int(bound[0])
@@ -128,6 +173,8 @@ def _uniform_below(
                 ok = words < np.uint64(span) - rem
             out[pending[ok]] = words[ok] % b[ok]
         pending = pending[~ok]
+    if pending.size:
+        raise sampling_limit("the uniform integer sampler")
     return out
 
 

@@ -32,7 +32,7 @@ from scipy import optimize, special
 from dpkit._checks import check_delta, check_epsilon, check_sensitivity, finite_array
 from dpkit.errors import InvalidParameterError
 from dpkit.mechanisms import _grid
-from dpkit.mechanisms._base import AdditiveMechanism, as_output
+from dpkit.mechanisms._base import AdditiveMechanism, as_output, smallest_true
 from dpkit.mechanisms._exact import discrete_gaussian as _sample_discrete_gaussian
 from dpkit.mechanisms._random import as_source
 from dpkit.mechanisms.laplace import _check_size, _integer_array
@@ -70,7 +70,7 @@ def analytic_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     double-precision sigma reaches it is an error, never an endless loop.
     """
     sensitivity = check_sensitivity(sensitivity)
-    epsilon = check_epsilon(epsilon)
+    epsilon = check_epsilon(epsilon, share=True)
     delta = check_delta(delta, allow_zero=False)
     hi = sensitivity
     for _ in range(_MAX_DOUBLINGS):
@@ -122,7 +122,8 @@ def discrete_gaussian_delta(sigma2: float, sensitivity: int, epsilon: float) -> 
     m2 = math.floor(centre + sensitivity / 2.0) + 1
     upper_first = discrete_gaussian_tail(m1, sigma2)[1]
     lower_second = discrete_gaussian_tail(m2, sigma2)[0]
-    return upper_first * (1 + 1e-12) - math.exp(epsilon) * lower_second * (1 - 1e-12)
+    # e^ε capped at e^700 (no overflow): a smaller subtrahend only raises the bound.
+    return upper_first * (1 + 1e-12) - math.exp(min(epsilon, 700.0)) * lower_second * (1 - 1e-12)
 
 
 def calibrate_sigma2(
@@ -135,11 +136,26 @@ def calibrate_sigma2(
         sigma = analytic_sigma(grid_sensitivity, epsilon, delta)
     else:
         raise InvalidParameterError(f"method must be one of {METHODS}, got {method!r}.")
-    sigma2 = math.ceil(sigma * sigma)
+    if not math.isfinite(sigma * sigma * 4096.0):
+        raise InvalidParameterError(
+            f"epsilon={epsilon!r} is too small for this sensitivity and delta: the noise level "
+            "overflows a double (the answer would be pure noise). Use a larger epsilon or "
+            "delta, or a smaller sensitivity."
+        )
+    sigma2 = max(1, math.ceil(sigma * sigma))
     if size == 1:
         sens = math.ceil(grid_sensitivity)
-        while discrete_gaussian_delta(sigma2, sens, epsilon) > delta:
+        # The continuous sigma is within a factor of a few of the discrete one: 2**15
+        # steps of 0.1% (a factor above 10**14) are never all needed.
+        for _ in range(1 << 15):
+            if discrete_gaussian_delta(sigma2, sens, epsilon) <= delta:
+                break
             sigma2 = math.ceil(sigma2 * 1.001) + 1
+        else:
+            raise InvalidParameterError(
+                f"no noise level reaches delta={delta!r} at epsilon={epsilon!r} in double "
+                "precision; use a larger delta or epsilon."
+            )
     else:
         from dpkit.accounting.composition import largest_rho
 
@@ -150,10 +166,8 @@ def calibrate_sigma2(
 
 def discrete_gaussian_half_width(sigma2: int, alpha: float) -> int:
     """Smallest k with P(|Y| > k) <= alpha for Y ~ N_Z(0, sigma2) (from rigorous bounds)."""
-    k = max(0, math.floor(math.sqrt(sigma2) * special.ndtri(1.0 - alpha / 2.0)) - 2)
-    while 2.0 * discrete_gaussian_tail(k + 1, sigma2)[1] > alpha:
-        k += 1
-    return k
+    guess = max(0, math.floor(math.sqrt(sigma2) * special.ndtri(1.0 - alpha / 2.0)) - 2)
+    return smallest_true(lambda k: 2.0 * discrete_gaussian_tail(k + 1, sigma2)[1] <= alpha, guess)
 
 
 class Gaussian(AdditiveMechanism):
@@ -181,7 +195,7 @@ class Gaussian(AdditiveMechanism):
         size: int = 1,
         granularity: float | None = None,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, share=True)
         self.delta = check_delta(delta, allow_zero=False)
         self.sensitivity = check_sensitivity(sensitivity)
         self.size = _check_size(size)
@@ -200,6 +214,12 @@ class Gaussian(AdditiveMechanism):
         self.grid_sensitivity = grid_sens
         self._sigma2 = calibrate_sigma2(grid_sens, self.size, self.epsilon, self.delta, method)
         self.rho = grid_sens**2 / (2.0 * self._sigma2)
+        if not math.isfinite(self.sigma * 64.0):
+            raise InvalidParameterError(
+                f"epsilon={epsilon!r} is too small for this sensitivity: the noise level "
+                "overflows a double (the answer would be pure noise). Use a larger epsilon or "
+                "a smaller sensitivity."
+            )
 
     @property
     def sigma(self) -> float:
@@ -256,7 +276,7 @@ class DiscreteGaussian(AdditiveMechanism):
         method: str = "analytic",
         size: int = 1,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, share=True)
         self.delta = check_delta(delta, allow_zero=False)
         self.sensitivity = check_sensitivity(sensitivity)
         self.size = _check_size(size)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -14,6 +15,31 @@ from dpkit.mechanisms import _grid
 from dpkit.mechanisms._base import AdditiveMechanism, as_output, discrete_laplace_tail_index
 from dpkit.mechanisms._exact import discrete_laplace
 from dpkit.mechanisms._random import as_source
+
+#: Largest noise scale, in grid steps, the exact discrete Laplace sampler takes (t < 2**54).
+MAX_GRID_SCALE = 1 << 52
+
+
+def _checked_scale(sensitivity: Fraction, epsilon: float, step: float) -> tuple[int, int]:
+    """The sampler's rational scale (t, s) >= sensitivity / epsilon, refused when out of range.
+
+    Checked when the mechanism is built, from public parameters only, so a scale
+    the sampler cannot draw (or whose interval overflows a double) is refused
+    before anything is charged.
+    """
+    scale = sensitivity / exact(epsilon)
+    t, s = _grid.rational_scale(scale)
+    if s > MAX_GRID_SCALE:  # a tiny scale: round it up onto 2**-52 (more noise, int64-safe)
+        t, s = math.ceil(scale * MAX_GRID_SCALE), MAX_GRID_SCALE
+    # 64 scales cover any interval half-width (level < 1 - 2**-53: k <= 38 scales).
+    if t >= MAX_GRID_SCALE * s or not math.isfinite(step * (t / s) * 64.0):
+        raise InvalidParameterError(
+            f"epsilon={epsilon!r} is too small for this sensitivity: the noise scale "
+            "(sensitivity / epsilon) is beyond the exact sampler's range (2**52 grid steps) "
+            "or a double's, and the answer would be pure noise. Use a larger epsilon or a "
+            "smaller sensitivity (narrower bounds)."
+        )
+    return t, s
 
 
 def _check_size(size: object) -> int:
@@ -57,7 +83,7 @@ class Laplace(AdditiveMechanism):
         granularity: float | None = None,
         changed: int | None = None,
     ) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, share=True)
         self.sensitivity = check_sensitivity(sensitivity)
         self.size = _check_size(size)
         self.changed = self.size if changed is None else _check_size(changed)
@@ -72,8 +98,8 @@ class Laplace(AdditiveMechanism):
         self.grid_sensitivity = _grid.l1_grid_sensitivity(
             self.sensitivity, self.granularity, self.changed
         )
-        self._t, self._s = _grid.rational_scale(
-            Fraction(self.grid_sensitivity) / exact(self.epsilon)
+        self._t, self._s = _checked_scale(
+            Fraction(self.grid_sensitivity), self.epsilon, self.granularity
         )
 
     @property
@@ -139,7 +165,7 @@ class Geometric(AdditiveMechanism):
     name = "geometric"
 
     def __init__(self, *, epsilon: float, sensitivity: int = 1, size: int = 1) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, share=True)
         check_sensitivity(sensitivity)
         if not float(sensitivity).is_integer():
             raise InvalidParameterError(
@@ -147,7 +173,7 @@ class Geometric(AdditiveMechanism):
             )
         self.sensitivity = int(sensitivity)
         self.size = _check_size(size)
-        self._t, self._s = _grid.rational_scale(Fraction(self.sensitivity) / exact(self.epsilon))
+        self._t, self._s = _checked_scale(Fraction(self.sensitivity), self.epsilon, 1.0)
 
     @property
     def scale(self) -> float:

@@ -20,7 +20,7 @@ from dpkit._checks import check_epsilon, check_level
 from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.mechanisms._exact import bernoulli_exp
-from dpkit.mechanisms._random import as_source
+from dpkit.mechanisms._random import as_source, rejection_rounds, sampling_limit
 from dpkit.mechanisms.selection import _rational_epsilon
 from dpkit.release import Release
 
@@ -115,7 +115,7 @@ class RandomizedResponse:
     """
 
     def __init__(self, *, epsilon: float, categories: Sequence[Any] = (False, True)) -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_epsilon(epsilon, share=True)
         cats = list(categories)
         if len(cats) < 2:
             raise InvalidParameterError("categories needs at least two values.")
@@ -166,7 +166,11 @@ class RandomizedResponse:
         out = np.empty(codes.size, dtype=np.int64)
         pending = np.arange(codes.size)
         num, den = self._eps.numerator, self._eps.denominator
-        while pending.size:
+        # A proposal is accepted w.p. (1 + (k - 1) e^-eps) / k >= 1/k (public): the round
+        # cap grows with k so that the failure bound of rejection_rounds holds.
+        for _ in rejection_rounds(1.0 / k):
+            if not pending.size:
+                break
             m = pending.size
             proposal = source.uniform_below(np.full(m, k, dtype=np.int64))
             accept = proposal == codes[pending]
@@ -179,6 +183,8 @@ class RandomizedResponse:
                 )
             out[pending[accept]] = proposal[accept]
             pending = pending[~accept]
+        if pending.size:
+            raise sampling_limit("randomized response")
         return out
 
     def estimate(self, responses: ArrayLike, *, level: float = 0.95) -> dict[Any, Release]:

@@ -49,20 +49,31 @@ from dpkit._checks import check_epsilon, check_sensitivity, exact
 from dpkit.accounting import Budget, as_accountant, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.mechanisms._exact import bernoulli_exp
-from dpkit.mechanisms._random import RandomSource, as_source
+from dpkit.mechanisms._random import (
+    RandomSource,
+    as_source,
+    rejection_rounds,
+    sampling_limit,
+)
 
 _MAX_EPSILON_DEN = 1 << 30
 _INT64_SAFE = 1 << 62
 
 
 def _rational_epsilon(epsilon: float) -> Fraction:
-    """epsilon as a rational with a small denominator, never larger than epsilon."""
+    """epsilon as a rational with a short denominator, never larger than epsilon.
+
+    A long decimal is rounded down to 30 significant bits (m / 2^j with
+    2^29 <= m < 2^30): a relative loss below 2^-29 at any epsilon (every
+    epsilon dpkit accepts is at least ``MIN_EPSILON``, so j stays below 60).
+    """
     eps = exact(epsilon)
     if eps.denominator <= _MAX_EPSILON_DEN:
         return eps
-    rounded = Fraction(math.floor(eps * _MAX_EPSILON_DEN), _MAX_EPSILON_DEN)
+    shift = max(0, 30 - math.floor(math.log2(eps)) - 1)
+    rounded = Fraction(math.floor(eps * (1 << shift)), 1 << shift)
     if rounded <= 0:
-        raise InvalidParameterError("epsilon is too small for exact selection (below 2**-30).")
+        raise InvalidParameterError("epsilon is too small for exact selection.")
     return rounded
 
 
@@ -70,7 +81,7 @@ def _prepare(
     utilities: ArrayLike, epsilon: float, sensitivity: float, monotonic: bool, integral: bool
 ) -> tuple[NDArray[np.generic], NDArray[np.generic], NDArray[np.bool_], bool]:
     """Integer gamma numerators/denominators (gamma_r = eps (u_max - u_r) / (c D)) per candidate."""
-    eps = _rational_epsilon(check_epsilon(epsilon))
+    eps = _rational_epsilon(check_epsilon(epsilon, share=True))
     sens = check_sensitivity(sensitivity)
     try:
         u = np.asarray(utilities, dtype=np.float64)
@@ -153,7 +164,7 @@ def exponential(
     ``utilities`` 1-D: returns one int; 2-D: one independent selection per row (each row costs epsilon; rows computed
     on disjoint data compose in parallel). Sampled exactly; see module doc.
     """
-    check_epsilon(epsilon)
+    check_epsilon(epsilon, share=True)
     check_sensitivity(sensitivity)
 
     def select() -> Any:
@@ -162,7 +173,11 @@ def exponential(
         rows, n = allowed.shape
         chosen = np.full(rows, -1, dtype=np.int64)
         pending = np.arange(rows)
-        while pending.size:
+        # A round of n proposals includes the best candidate (always accepted) w.p.
+        # 1 - (1 - 1/n)^n >= 1 - 1/e: above 1/4 whatever the utilities.
+        for _ in rejection_rounds():
+            if not pending.size:
+                break
             m = pending.size
             proposal = source.uniform_below(np.full((m, n), n, dtype=np.int64))
             row_index = np.repeat(pending, n)
@@ -178,6 +193,8 @@ def exponential(
             first = _first_true(accept)
             chosen[pending[done]] = proposal[done, first[done]]
             pending = pending[~done]
+        if pending.size:
+            raise sampling_limit("the exponential mechanism")
         return int(chosen[0]) if scalar else chosen
 
     return charge_and_run(as_accountant(accountant), Budget(epsilon), "exponential", select)
@@ -201,7 +218,7 @@ def permute_and_flip(
     ``monotonic``); the first acceptance in a uniformly random order is
     returned. The best candidate is always accepted, so one pass suffices.
     """
-    check_epsilon(epsilon)
+    check_epsilon(epsilon, share=True)
     check_sensitivity(sensitivity)
 
     def select() -> Any:
@@ -249,7 +266,7 @@ def exponential_probabilities(
     """The exponential mechanism's selection probabilities (for analysis and tests; floats)."""
     u = np.asarray(utilities, dtype=np.float64)
     factor = 1.0 if monotonic else 2.0
-    logits = check_epsilon(epsilon) * u / (factor * check_sensitivity(sensitivity))
+    logits = check_epsilon(epsilon, share=True) * u / (factor * check_sensitivity(sensitivity))
     logits = logits - np.max(logits, axis=-1, keepdims=True)
     weights = np.exp(logits)
     return np.asarray(weights / weights.sum(axis=-1, keepdims=True), dtype=np.float64)

@@ -63,6 +63,10 @@ _SERVICE_KEYS = {
     "max_request_bytes",
     "query_timeout_seconds",
     "min_response_seconds",
+    "max_work_seconds",
+    "max_answer_bytes",
+    "workers",
+    "max_waiting",
     "twin_rows",
     "level",
     "seed",
@@ -80,6 +84,7 @@ _DATASET_KEYS = {
     "materialize",
     "max_epsilon",
     "max_delta",
+    "rows",
 }
 
 
@@ -96,6 +101,15 @@ class Limits:
     max_request_bytes: int = 64 * 1024
     query_timeout_seconds: float = 60.0
     min_response_seconds: float = 0.0
+    #: the most work one query may take, in estimated seconds of one core (from its public
+    #: parameters, before the charge; :mod:`dpkit.tables.work`)
+    max_work_seconds: float = 20.0
+    #: the largest answer one query may have (estimated from its public parameters)
+    max_answer_bytes: int = 8 * 2**20
+    #: threads that run queries and store calls (all blocking work); more waiting than
+    #: ``max_waiting`` requests get 503 at once
+    workers: int = 4
+    max_waiting: int = 256
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,7 @@ class DatasetConfig:
     line: int | None = None  # where the dataset is declared, for start-up errors
     max_epsilon: float | None = None  # cap on the sum of all grants on this dataset
     max_delta: float | None = None
+    rows: int | None = None  # the most rows the owner declares (public; sizes query work)
 
 
 def dataset_cap(dc: DatasetConfig) -> Budget | None:
@@ -216,6 +231,10 @@ def parse_config(text: str, *, base: Path, name: str = "the configuration") -> S
         max_request_bytes=_int(service, "max_request_bytes", 64 * 1024, 1024, where),
         query_timeout_seconds=_number(service, "query_timeout_seconds", 60.0, where, low=0.1),
         min_response_seconds=_number(service, "min_response_seconds", 0.0, where, low=0.0),
+        max_work_seconds=_number(service, "max_work_seconds", 20.0, where, low=0.001),
+        max_answer_bytes=_int(service, "max_answer_bytes", 8 * 2**20, 4096, where),
+        workers=_int(service, "workers", 4, 1, where),
+        max_waiting=_int(service, "max_waiting", 256, 0, where),
     )
     seed = service.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -285,15 +304,15 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
             schema = Schema.from_dict({"columns": d.get("columns", {})})
     except InvalidParameterError as err:
         raise where.error(section, "schema" if "schema" in d else "columns", str(err)) from None
-    if types and fmt == "csv":
-        unknown = sorted(set(schema.columns) - set(types))
-        if unknown:
-            raise where.error(
-                section,
-                "types",
-                f"the schema describes column {unknown[0]!r}, which types does not declare; "
-                "declare every column's type (types are public metadata)",
-            )
+    # Every column's type is declared (opening the source refuses undeclared ones too).
+    unknown = sorted(set(schema.columns) - set(types))
+    if unknown:
+        raise where.error(
+            section,
+            "types",
+            f"the schema describes column {unknown[0]!r}, which types does not declare; "
+            "declare every column's type (types are public metadata)",
+        )
     max_contributions = _int(d, "max_contributions", 1, 1, where, section)
     max_epsilon = (
         _number(d, "max_epsilon", None, where, section, low=0.0, strict=True)
@@ -317,6 +336,7 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
         line=where.line(section, None),
         max_epsilon=max_epsilon,
         max_delta=max_delta,
+        rows=_int(d, "rows", 1, 1, where, section) if "rows" in d else None,
     )
 
 

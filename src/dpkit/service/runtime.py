@@ -31,12 +31,14 @@ shows them; the attack model discusses it).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +49,11 @@ from dpkit.service.encoding import budget_json, jsonable, release_json
 from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Store
 from dpkit.service.twin import synthetic_twin
 from dpkit.tables import Session
+from dpkit.tables.sources import UndeclaredTypesError
 from dpkit.tables.specs import QuerySpec
+from dpkit.tables.work import Cancellation
 
-__all__ = ["NotFound", "Pending", "Runtime", "open_dataset"]
+__all__ = ["Busy", "NotFound", "Pending", "Runtime", "open_dataset"]
 
 # The placeholder budget of each dataset's session: every real query pays from a grant.
 _NOBODY = Budget(1e-9)
@@ -61,6 +65,10 @@ _UNMETERED = Budget(1e9, 0.5)
 
 class Pending(DPKitError):
     """A retried request whose charged answer is not stored (yet)."""
+
+
+class Busy(DPKitError):
+    """Every worker is busy and the waiting line is full: retry later (nothing was run)."""
 
 
 class NotFound(InvalidParameterError):
@@ -86,14 +94,12 @@ def open_dataset(dc: DatasetConfig, *, seed: int | None = None, level: float = 0
     }
     if dc.privacy_unit is not None:
         options.update(privacy_unit=dc.privacy_unit, max_contributions=dc.max_contributions)
+    # Column types come from the config's declaration only (``types``, every column): each
+    # constructor reads its source through a per-value conversion to them, so the published
+    # schema and the twin are functions of the config, never of the rows.
+    options["types"] = dict(dc.types)
     if dc.format == "csv":
-        return Session.from_csv(
-            dc.source,
-            types=dc.types,
-            infer_types=False,  # public means declared: undeclared columns are text
-            materialize=dc.materialize,
-            **options,
-        )
+        return Session.from_csv(dc.source, materialize=dc.materialize, **options)
     if dc.format == "parquet":
         return Session.from_parquet(dc.source, **options)
     if dc.format == "duckdb":
@@ -107,17 +113,8 @@ def open_dataset(dc: DatasetConfig, *, seed: int | None = None, level: float = 0
         from pyspark.sql import SparkSession
 
         spark = SparkSession.builder.master("local[2]").appName("dpkit-service").getOrCreate()
-        reader = spark.read.option("header", True)
+        reader = spark.read.option("header", True)  # every CSV cell is text until try_cast
         frame = reader.csv(dc.source) if dc.source.endswith(".csv") else reader.parquet(dc.source)
-        if dc.types:
-            # TRY_CAST: a malformed cell is a missing value, never a failure after the charge
-            # (Spark's ANSI CAST would raise on one neighbour only). Undeclared columns stay text.
-            frame = frame.selectExpr(
-                *[
-                    f"TRY_CAST(`{c}` AS {dc.types[c]}) AS `{c}`" if c in dc.types else f"`{c}`"
-                    for c in frame.columns
-                ]
-            )
         return Session.from_spark(frame, **options)
     raise ConfigError(f"unknown dataset format {dc.format!r}.")  # config checks it first
 
@@ -142,10 +139,50 @@ class Runtime:
             self.sessions[name] = self._open(dc)
         for name, dc in config.datasets.items():
             self.twins[name] = self._twin(dc, self.sessions[name])
+        for name, dc in config.datasets.items():
+            # The same public limits for a dataset and its twin: a query the twin answers
+            # is one the dataset answers, and the refusal is the same for both.
+            for session in (self.sessions[name], self.twins[name]):
+                session.limit_work(
+                    max_work=config.limits.max_work_seconds * 1e6,
+                    max_answer_bytes=config.limits.max_answer_bytes,
+                    rows=dc.rows,
+                )
+        # All blocking work (queries, store calls) runs on these threads, at most
+        # ``workers`` at a time with ``max_waiting`` more queued; beyond that, Busy at once.
+        workers = config.limits.workers
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpkit")
+        self._admitted = threading.BoundedSemaphore(workers + config.limits.max_waiting)
         self._sync_config()
         self._accountants: dict[tuple[str, str], tuple[Budget, Accountant, float]] = {}
         self._keys: dict[bytes, tuple[Analyst, float]] = {}
         self._lock = threading.Lock()
+
+    # -- workers ---------------------------------------------------------------------
+
+    def submit(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run ``func`` on the bounded worker pool (with the caller's context variables).
+
+        Raises :class:`Busy` at once, running nothing, when ``workers`` calls run
+        and ``max_waiting`` more wait: the number of threads and queued requests
+        is bounded whatever the clients send.
+        """
+        if not self._admitted.acquire(blocking=False):
+            raise Busy(
+                "the service is busy (every worker is running a query and the waiting line is "
+                "full); retry in a few seconds."
+            )
+        try:
+            future = self._executor.submit(contextvars.copy_context().run, func, *args, **kwargs)
+        except BaseException:
+            self._admitted.release()
+            raise
+        future.add_done_callback(lambda _: self._admitted.release())
+        return future
+
+    def close(self) -> None:
+        """Stop taking work; running calls finish on their own (their results are dropped)."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     # -- start-up --------------------------------------------------------------------
 
@@ -157,6 +194,13 @@ class Runtime:
                 return open_dataset(dc, seed=self.config.seed, level=self.config.level)
         except ConfigError:
             raise
+        except UndeclaredTypesError as err:  # the config's words, not the library's
+            example = ", ".join(f'{c} = "..."' for c in err.columns[:3])
+            raise ConfigError(
+                f"{where}: columns {err.columns} have no declared type; declare every column "
+                f"in [datasets.{dc.name}] types = {{ {example} }} with DuckDB type names "
+                "(column types are public metadata: the service never takes them from the data)."
+            ) from None
         except Exception as err:  # start-up only: the data owner's own config, not an analyst
             raise ConfigError(f"{where}: cannot open it: {err}") from None
 
@@ -175,6 +219,7 @@ class Runtime:
             warnings.simplefilter("ignore", PrivacyWarning)
             return Session.from_pandas(
                 frame,
+                types=dict(dc.types),
                 accountant=Accountant(_NOBODY),
                 schema=real.schema,
                 dataset=f"{dc.name} (synthetic twin)",
@@ -349,12 +394,22 @@ class Runtime:
         *,
         twin: bool = False,
         request_key: str | None = None,
+        cancellation: Cancellation | None = None,
     ) -> Answer:
-        """Answer one query for an analyst; see the module docstring for the order of steps."""
+        """Answer one query for an analyst; see the module docstring for the order of steps.
+
+        The query's work and answer size are checked against the configured limits
+        from its public parameters before the charge (the session's ``prepare``),
+        for twin queries too. ``cancellation`` stops it when its time is up: its
+        engine call is interrupted, the charge stands and the request is recorded
+        as ``timeout`` (a retry with the same key gets the generic failure).
+        """
         acct = self.accountant(analyst, dataset)
         spec = QuerySpec.from_dict(query)
         if twin:
-            result = self.twins[dataset].answer(spec, accountant=Accountant(_UNMETERED))
+            result = self.twins[dataset].answer(
+                spec, accountant=Accountant(_UNMETERED), cancellation=cancellation
+            )
             body = self._body(dataset, result, acct.remaining, twin=True, request_key=None)
             return Answer(body, charged=False)
         key = request_key or uuid.uuid4().hex
@@ -362,9 +417,14 @@ class Runtime:
         try:
             # validate, cost, charge (committed; refused first if this key was charged
             # already), execute — the session's four steps, paid from the grant
-            result = self.sessions[dataset].answer(spec, accountant=acct)
+            result = self.sessions[dataset].answer(spec, accountant=acct, cancellation=cancellation)
         except DuplicateRequestError:
             return self._replay(analyst, dataset, spec, key, acct)
+        except ReleaseFailedError:
+            if cancellation is not None and cancellation.cancelled:
+                # stopped at its time limit: the 504 was sent; the history says so
+                self.record_failure(analyst, dataset, query, key, "timeout")
+            raise
         finally:
             REQUEST_KEY.reset(token)
         charged = True

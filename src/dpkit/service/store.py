@@ -65,13 +65,16 @@ from dpkit.errors import (
 
 __all__ = [
     "REQUEST_KEY",
+    "REQUEST_TIME",
     "Analyst",
     "ConflictError",
     "DuplicateRequestError",
     "GrantLedger",
+    "RequestTime",
     "Store",
     "UnknownAnalystError",
     "hash_key",
+    "key_id",
     "make_key",
 ]
 
@@ -79,6 +82,23 @@ __all__ = [
 #: ledger protocol's rows have no room for it); the charge row records it.
 REQUEST_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "dpkit_request_key", default=None
+)
+
+
+@dataclass(frozen=True)
+class RequestTime:
+    """When a request arrived and when its response may be sent (the padded deadline),
+    both wall-clock seconds: what the analyst sees, whatever the work took."""
+
+    received: float
+    deadline: float
+
+
+#: The request an answer is stored for: the service sets it when a request arrives. A
+#: stored answer is dated at its request's arrival (never at its completion, which would
+#: tell how long the work took) and is shown only from its request's deadline on.
+REQUEST_TIME: contextvars.ContextVar[RequestTime | None] = contextvars.ContextVar(
+    "dpkit_request_time", default=None
 )
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -130,6 +150,13 @@ def _parse_key(key: object) -> tuple[str, str] | None:
         return None
     found = _KEY.fullmatch(key)
     return None if found is None else (found.group(1), found.group(2))
+
+
+def key_id(key: object) -> str | None:
+    """The public id of a well-formed key (``dpk_<key id>_...``), else None: what a log
+    may name, never the secret."""
+    parsed = _parse_key(key)
+    return None if parsed is None else parsed[0]
 
 
 def _digest(secret: str) -> str:
@@ -250,10 +277,14 @@ _answers = sa.Table(
     sa.Column("response", sa.Text),
     sa.Column("charge_epsilon", sa.Text, nullable=False),
     sa.Column("charge_delta", sa.Text, nullable=False),
-    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),  # when the request arrived
+    sa.Column("visible_at", sa.Float),  # from when it is shown (its padded deadline)
     sa.PrimaryKeyConstraint("analyst", "request_key"),
     sa.Index("answers_by_analyst", "analyst", "created_at"),
 )
+
+#: Columns added after a store's first release (nullable): create() adds them to old stores.
+_ADDED_COLUMNS = {"answers": ("visible_at",)}
 
 _audit = sa.Table(
     "audit",
@@ -413,6 +444,11 @@ class Store:
             inspector = sa.inspect(conn)
             for table in _metadata.sorted_tables:
                 have = {c["name"] for c in inspector.get_columns(table.name)}
+                for added in _ADDED_COLUMNS.get(table.name, ()):
+                    if added not in have:
+                        kind = table.c[added].type.compile(dialect=conn.dialect)
+                        conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {added} {kind}"))
+                        have.add(added)
                 missing = sorted(c.name for c in table.columns if c.name not in have)
                 if missing:
                     raise LedgerError(
@@ -741,8 +777,15 @@ class Store:
         delta: Amount,
     ) -> None:
         """Store what a request produced. An answer is never replaced by a failure;
-        a failure or timeout is replaced by the answer that arrives after it."""
+        a failure or timeout is replaced by the answer that arrives after it.
+
+        Within a request (:data:`REQUEST_TIME` set) the row is dated at the request's
+        arrival and hidden until its deadline, so neither its date nor when it appears
+        tells how long the work took; outside one, both are now.
+        """
         _request_key(request_key)
+        now = time.time()
+        when = REQUEST_TIME.get() or RequestTime(now, now)
         if status not in _STATUSES:
             raise InvalidParameterError(f"status must be one of {', '.join(_STATUSES)}.")
         cost = Budget(epsilon, delta)
@@ -753,7 +796,8 @@ class Store:
             "response": None if response is None else json.dumps(dict(response)),
             "charge_epsilon": _text(cost.epsilon_exact),
             "charge_delta": _text(cost.delta_exact),
-            "created_at": time.time(),
+            "created_at": when.received,
+            "visible_at": when.deadline,
         }
         where = (_answers.c.analyst == analyst, _answers.c.request_key == request_key)
         with self._write() as conn:
@@ -766,11 +810,14 @@ class Store:
                 conn.execute(_answers.update().where(*where).values(**values))
 
     def find_answer(self, analyst: str, request_key: str) -> dict[str, Any] | None:
-        """The stored outcome of the analyst's request with this key, or None."""
+        """The stored outcome of the analyst's request with this key, or None (also
+        before the request's deadline: a replay must not show when the work ended)."""
         with self._read() as conn:
             row = conn.execute(
                 _answers.select().where(
-                    _answers.c.analyst == analyst, _answers.c.request_key == request_key
+                    _answers.c.analyst == analyst,
+                    _answers.c.request_key == request_key,
+                    _visible(),
                 )
             ).first()
         return None if row is None else _answer_json(row)
@@ -778,8 +825,9 @@ class Store:
     def history(
         self, analyst: str, dataset: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
-        """The analyst's stored requests (optionally on one dataset), newest first."""
-        query = _answers.select().where(_answers.c.analyst == analyst)
+        """The analyst's stored requests (optionally on one dataset), newest first by
+        arrival; each is shown from its deadline on, dated to the whole second."""
+        query = _answers.select().where(_answers.c.analyst == analyst, _visible())
         if dataset is not None:
             query = query.where(_answers.c.dataset == dataset)
         query = query.order_by(_answers.c.created_at.desc(), _answers.c.request_key).limit(
@@ -827,6 +875,10 @@ class Store:
         ]
 
 
+def _visible() -> sa.ColumnElement[bool]:
+    return sa.or_(_answers.c.visible_at.is_(None), _answers.c.visible_at <= time.time())
+
+
 def _answer_json(row: Any) -> dict[str, Any]:
     return {
         "query_id": row.request_key,
@@ -836,7 +888,8 @@ def _answer_json(row: Any) -> dict[str, Any]:
         "response": None if row.response is None else json.loads(row.response),
         "epsilon": float(_amount(row.charge_epsilon, "an answer's epsilon")),
         "delta": float(_amount(row.charge_delta, "an answer's delta")),
-        "created_at": row.created_at,
+        # the arrival, to the second: finer digits would only carry the server's jitter
+        "created_at": float(math.floor(row.created_at)),
     }
 
 

@@ -164,7 +164,8 @@ def synthetic_twin(
     before paying for them on the real table.
 
     The twin has the dataset's column types, so that
-    ``Session.from_pandas(twin, schema=schema, ...)`` sees the same column
+    ``Session.from_pandas(twin, types=types, schema=schema, ...)`` (or
+    ``infer_types=True``, reading the twin's own dtypes) sees the same column
     kinds as a session on the real data (the same DuckDB types for integer,
     floating, DECIMAL, BOOLEAN, VARCHAR, DATE and TIMESTAMP columns): a
     query the real session accepts runs on the twin too. How each

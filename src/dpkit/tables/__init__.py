@@ -1,7 +1,10 @@
 """Private aggregate queries over tables: ``dpkit.Session`` on DuckDB (default) or Spark.
 
     >>> import dpkit
-    >>> session = dpkit.Session.from_csv("patients.csv", epsilon=1.0, ledger="patients.ledger")
+    >>> types = {"age": "DOUBLE", "weight": "DOUBLE", "condition": "BOOLEAN", "district": "VARCHAR"}
+    >>> session = dpkit.Session.from_csv(
+    ...     "patients.csv", types=types, epsilon=1.0, ledger="patients.ledger"
+    ... )
     >>> r = session.mean("age", bounds=(0, 120), epsilon=0.1)
     >>> r.value, r.ci, session.remaining
 

@@ -8,9 +8,9 @@ their confidence intervals as a Rich table, or as JSON with ``as_json``.
 Bounds, domains and keys come from the command line or a schema file, never
 from the data. Every query pays from a ledger (``--ledger``, or the file's
 default ledger), created once with an explicit ``--budget``: see
-:mod:`dpkit._cli_budget` for the policy. Column types can be declared with
-``--type COLUMN=TYPE``; undeclared ones are inferred from the file, with a
-``PrivacyWarning``.
+:mod:`dpkit._cli_budget` for the policy. Column types are declared with
+``--type COLUMN=TYPE``, one for every column; ``--infer-types`` takes
+undeclared ones from the file instead, with a ``PrivacyWarning``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +30,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dpkit._cli_budget import open_cli_accountant
+from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError
 from dpkit.release import Release
 from dpkit.tables.filters import parse_where_text
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.session import QUERY_KINDS, Session
+from dpkit.tables.sources import UndeclaredTypesError
 
 __all__ = ["query_command"]
 
@@ -61,6 +65,9 @@ def query_command(
     as_json: bool = False,
     console: Console | None = None,
     types: Sequence[str] | None = None,
+    infer_types: bool = False,
+    out_file: Path | None = None,
+    new_ledger: bool = False,
 ) -> int:
     """Run one private query on ``table`` and print it; return the exit code.
 
@@ -84,16 +91,26 @@ def query_command(
         budget, budget_delta: the dataset's total budget, needed once, when its
             ledger is created (see module doc).
         ledger: the ledger file that records spending (default: the file's own).
-        types: declared column types, ``COLUMN=DUCKDB_TYPE``.
+        types: declared column types, ``COLUMN=DUCKDB_TYPE``, one for every column.
+        infer_types: take undeclared columns' types from the file (a
+            ``PrivacyWarning``: they then depend on the data).
         privacy_unit, max_contributions: per-person privacy (see Session).
         level: confidence level of the intervals.
         as_json: print JSON instead of a table.
+        out_file: also save the release, every field, as JSON (checked, with
+            every other input, before anything is charged).
+        new_ledger: the owner's explicit decision to give a dataset that has a
+            ledger a second one (see :mod:`dpkit._cli_budget`).
 
     Errors (bad input, exhausted budget) are printed and give exit code 1;
-    their messages never contain data values.
+    their messages never contain data values. A release that cannot be saved
+    to ``out_file`` after all is printed in full as JSON, exit code 3.
     """
+    from dpkit._cli_output import JSON_SUFFIXES, check_output, deliver
+
     out = console or Console()
     try:
+        check_output(out_file, "--out", JSON_SUFFIXES)
         result, _session = _run(
             table,
             query,
@@ -115,6 +132,8 @@ def query_command(
             max_contributions=max_contributions,
             level=level,
             types=types,
+            infer_types=infer_types,
+            new_ledger=new_ledger,
         )
     except DPKitError as err:
         if as_json:
@@ -123,11 +142,9 @@ def query_command(
             out.print(f"[bold red]{type(err).__name__}:[/] {err}", highlight=False)
         return 1
     payload = to_payload(query, column, result)
-    if as_json:
-        out.print_json(json.dumps(payload))
-    else:
-        out.print(render(payload))
-    return 0
+    return deliver(
+        payload, console=out, render=lambda: render(payload), out=out_file, as_json=as_json
+    )
 
 
 def _run(
@@ -152,6 +169,8 @@ def _run(
     max_contributions: int,
     level: float,
     types: Sequence[str] | None = None,
+    infer_types: bool = False,
+    new_ledger: bool = False,
 ) -> tuple[Release | GroupedRelease, Session]:
     if query not in QUERY_KINDS:
         raise InvalidParameterError(
@@ -160,18 +179,31 @@ def _run(
     path = Path(table)
     if not path.is_file():
         raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
-    accountant = open_cli_accountant(path, ledger, budget, budget_delta)
     options: dict[str, Any] = dict(
-        accountant=accountant,
+        types=_types(types),
+        infer_types=infer_types,
         schema=schema,
         privacy_unit=privacy_unit,
         max_contributions=max_contributions,
         level=level,
     )
-    if path.suffix.lower() == ".parquet":
-        session = Session.from_parquet(path, **options)
-    else:
-        session = Session.from_csv(path, types=_types(types), **options)
+    open_session = Session.from_parquet if path.suffix.lower() == ".parquet" else Session.from_csv
+    # The declaration (types, schema, privacy unit) is checked on the header first, with a
+    # throwaway budget, so a refused command creates no ledger and claims no budget.
+    with warnings.catch_warnings():  # announced once, by the real session below
+        warnings.simplefilter("ignore")
+        try:
+            open_session(path, accountant=Accountant(Budget(1.0)), **options)
+        except UndeclaredTypesError as err:  # the command line's words, not the library's
+            example = " ".join(f"--type {c}=DOUBLE" for c in err.columns[:2])
+            raise InvalidParameterError(
+                f"columns {err.columns} have no declared type. Column types are public "
+                f"metadata the data owner declares: give each with --type COLUMN=TYPE (e.g. "
+                f"{example}; or --type a=DOUBLE,b=VARCHAR), or pass --infer-types to take "
+                "them from the file (it warns: they are then a function of the data)."
+            ) from None
+    accountant = open_cli_accountant(path, ledger, budget, budget_delta, new_ledger)
+    session = open_session(path, accountant=accountant, **options)
     kinds = session.column_kinds
     params: dict[str, Any] = {"epsilon": epsilon}
     if where:
@@ -214,12 +246,15 @@ def _run(
 
 
 def _types(items: Sequence[str] | None) -> dict[str, str] | None:
-    """``["age=DOUBLE", "day=DATE"]`` as a mapping (declared column types)."""
+    """``["age=DOUBLE", "day=DATE,n=DECIMAL(10,2)"]`` as a mapping (declared column types).
+
+    One ``--type`` may list several columns, separated by commas outside parentheses.
+    """
     if not items:
         return None
     out: dict[str, str] = {}
-    for item in items:
-        name, sep, type_name = item.partition("=")
+    for item in (part for given in items for part in re.split(r",(?![^(]*\))", given)):
+        name, sep, type_name = item.strip().partition("=")
         if not sep or not name or not type_name:
             raise InvalidParameterError("--type takes COLUMN=TYPE, e.g. --type age=DOUBLE.")
         out[name] = type_name

@@ -121,6 +121,12 @@ def parse_where(where: Where, kinds: Mapping[str, ColumnKind]) -> tuple[Conditio
                 )
             kind = kinds[cond.column]
             if cond.op in ("in", "not in"):
+                if isinstance(cond.value, str) or not isinstance(
+                    cond.value, Sequence | set | frozenset
+                ):
+                    raise InvalidParameterError(
+                        f"{cond.op!r} on {cond.column!r} needs a list of values."
+                    )
                 conditions.append(
                     Condition(
                         cond.column,

@@ -35,10 +35,12 @@ import pandas as pd
 
 from dpkit._checks import exact
 from dpkit.accounting import Budget
+from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import Condition
+from dpkit.tables.specs import Parallel, QuerySpec
 from dpkit.tables.validation import ValidatedQuery
 
-__all__ = ["Plan", "PlannedQuery", "provably_disjoint"]
+__all__ = ["Plan", "PlannedQuery", "provably_disjoint", "same_costs"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,25 @@ class Plan:
     @property
     def labels(self) -> list[str]:
         return [p.label for group in self.items for p in group]
+
+    def specs(self) -> list[QuerySpec | Parallel]:
+        """The batch as it was given to ``plan()``: what ``run`` validates and costs again.
+
+        Raises :class:`~dpkit.errors.InvalidParameterError` when the plan's
+        structure was altered into something ``plan()`` never makes.
+        """
+        out: list[QuerySpec | Parallel] = []
+        try:
+            for group in self.items:
+                specs = [p.query.spec for p in group]
+                if not specs or not all(isinstance(q, QuerySpec) for q in specs):
+                    raise TypeError
+                out.append(specs[0] if len(specs) == 1 else Parallel(*specs))
+        except (TypeError, AttributeError):
+            raise InvalidParameterError(
+                "this plan was altered after plan() made it; prepare it again with plan()."
+            ) from None
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """One row per query: label, its epsilon and delta, and its parallel group."""
@@ -107,6 +128,38 @@ def total_cost(
         eps += max(es) if par else sum(es, Fraction(0))
         delta += max(ds) if par else sum(ds, Fraction(0))
     return eps, delta
+
+
+def same_costs(recorded: Plan, fresh: Plan) -> bool:
+    """Whether a plan's recorded costs, per query and in total, are those of ``fresh``.
+
+    ``fresh`` is the same batch validated and costed again; any difference
+    means the recorded plan was edited after costing (tamper evidence).
+    """
+    try:
+        cost = recorded.cost
+        if not isinstance(cost, Budget):
+            return False
+        same_total = (
+            cost.epsilon_exact == fresh.cost.epsilon_exact
+            and cost.delta_exact == fresh.cost.delta_exact
+            and cost.rho_exact == fresh.cost.rho_exact
+            and exact(recorded.epsilon) == exact(fresh.epsilon)
+            and exact(recorded.delta) == exact(fresh.delta)
+            and tuple(recorded.parallel) == fresh.parallel
+            and recorded.dataset == fresh.dataset
+        )
+        per_query = [(p.label, exact(p.epsilon), exact(p.delta)) for g in recorded.items for p in g]
+        fresh_per_query = [
+            (p.label, exact(p.epsilon), exact(p.delta)) for g in fresh.items for p in g
+        ]
+        inner = [(exact(p.query.epsilon), exact(p.query.delta)) for g in recorded.items for p in g]
+        fresh_inner = [
+            (exact(p.query.epsilon), exact(p.query.delta)) for g in fresh.items for p in g
+        ]
+    except Exception:  # a field replaced by something that is not a number
+        return False
+    return same_total and per_query == fresh_per_query and inner == fresh_inner
 
 
 def _value_sets(conditions: Sequence[Condition]) -> dict[str, set[Any]]:

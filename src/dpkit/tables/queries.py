@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit._checks import check_bounds, check_delta, check_epsilon, exact
+from dpkit._checks import check_bounds, check_delta, check_epsilon, exact, float_at_most
 from dpkit.errors import InvalidParameterError
 
 __all__ = [
@@ -104,7 +104,7 @@ def split_epsilon(epsilon: float, fractions: Sequence[float]) -> list[float]:
     sure ``sum(exact(part)) <= exact(epsilon)`` so the parts never spend more
     than was charged. The last part absorbs the rounding.
     """
-    eps = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon, share=True)
     fr = np.asarray(fractions, dtype=np.float64)
     if fr.ndim != 1 or fr.size == 0 or np.any(fr <= 0) or not math.isclose(fr.sum(), 1.0):
         raise InvalidParameterError("fractions must be positive and sum to 1.")
@@ -116,9 +116,7 @@ def split_epsilon(epsilon: float, fractions: Sequence[float]) -> list[float]:
         part = float(f"{eps * float(f):.12g}")
         parts.append(part)
         used += exact(part)
-    last = float(total - used)
-    while used + exact(last) > total:
-        last = math.nextafter(last, 0.0)
+    last = float_at_most(total - used)
     if last <= 0:
         raise InvalidParameterError("epsilon is too small to split into positive parts.")
     parts.append(last)
@@ -359,7 +357,7 @@ def private_bounds_threshold(
     ``a**τ / (1 + a)``. Requiring ``bins · a**τ / (1 + a) <= failure`` (union
     bound over the bins) gives ``τ = ceil((k/ε) ln(bins / (failure (1 + a))))``.
     """
-    eps = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon, share=True)
     k = int(max_contributions)
     a = math.exp(-eps / k)
     return max(1, math.ceil((k / eps) * math.log(bins / (failure * (1.0 + a)))))
@@ -439,7 +437,7 @@ def em_rank_error(epsilon: float, sensitivity: float, candidates: int, level: fl
     least ``level`` the released quantile's utility is within this many rows
     of the best grid candidate's.
     """
-    eps = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon, share=True)
     if not 0 < level < 1:
         raise InvalidParameterError(f"level must be in (0, 1), got {level!r}.")
     return 2.0 * sensitivity / eps * math.log(candidates / (1.0 - level))
@@ -466,7 +464,7 @@ def partition_threshold(epsilon: float, delta: float, max_contributions: int = 1
     geometric analogue of ``1 + ln(1/(2δ))/ε`` for Laplace noise (Korolova et
     al. 2009; Wilson et al. 2020).
     """
-    eps = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon, share=True)
     dlt = check_delta(delta, allow_zero=False)
     k = int(max_contributions)
     if k < 1:
@@ -484,7 +482,7 @@ def partition_release_probability(
     ``P[count + Z >= threshold]`` for the two-sided geometric noise of
     :func:`partition_threshold`. Used by tests and docs to check the formula.
     """
-    eps = check_epsilon(epsilon)
+    eps = check_epsilon(epsilon, share=True)
     a = math.exp(-eps / int(max_contributions))
     gap = int(threshold) - int(count)
     if gap <= 0:

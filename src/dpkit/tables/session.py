@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
@@ -39,24 +38,28 @@ import pandas as pd
 
 from dpkit._checks import check_delta, check_epsilon, check_level
 from dpkit.accounting import Budget, charge_and_run
-from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
+from dpkit.errors import DataError, InvalidParameterError
 from dpkit.release import Release
 from dpkit.tables import costing
 from dpkit.tables import queries as Q
-from dpkit.tables.engines import _sql
 from dpkit.tables.engines.base import ColumnKind, Engine
 from dpkit.tables.execution import execute
 from dpkit.tables.filters import Where
-from dpkit.tables.plans import Plan, PlannedQuery, provably_disjoint, total_cost
+from dpkit.tables.plans import Plan, PlannedQuery, provably_disjoint, same_costs, total_cost
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.schema import Schema
 from dpkit.tables.sources import (
+    _as_declared,
     _as_view,
     _attach_and_read,
+    _check_types,
     _duckdb_build,
     _guard_read,
     _load_scanner,
+    _pandas_without_inference,
+    _spark_as_declared,
     _sqlite_fallback,
+    _sqlite_types,
     check_sqlite_path,
 )
 from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
@@ -66,6 +69,15 @@ from dpkit.tables.validation import (
     TableContext,
     ValidatedQuery,
     validate,
+)
+from dpkit.tables.work import (
+    LIBRARY_LIMITS,
+    Cancellation,
+    GuardedEngine,
+    WorkLimits,
+    estimate,
+    estimate_all,
+    presize,
 )
 
 __all__ = [
@@ -91,8 +103,17 @@ class Session:
     :meth:`from_arrow`, :meth:`from_duckdb`, :meth:`from_sql`,
     :meth:`from_spark` (or pass an engine directly).
 
+    Column types are public metadata the data owner declares: every
+    constructor takes ``types=`` (column name → DuckDB type name, every
+    column) and reads the source through a per-value conversion to them (see
+    the constructors block below); a source's own types only with
+    ``infer_types=True``, which warns.
+
     Args:
-        engine: the table engine (see :mod:`dpkit.tables.engines`).
+        engine: the table engine (see :mod:`dpkit.tables.engines`). Its column
+            types are published as they are: an engine built by hand must
+            already read its source into the declared types (the constructors
+            do this for every source).
         epsilon, delta: the total budget of the session.
         ledger: a file that records every charge; a new session on the same
             file (in this process or another) sees what was already spent.
@@ -112,7 +133,10 @@ class Session:
             by several sessions or other releases).
         dataset: the identity of the dataset (a name the data owner chooses;
             file constructors default to the file's resolved path). A ledger
-            records it and refuses to guard another dataset.
+            records it and refuses to guard another dataset; a dataset that
+            has a ledger is refused any other one, or a budget in memory
+            (:mod:`dpkit.accounting.registry`; the owner's explicit override
+            is ``accountant=Accountant(..., dataset=..., new_ledger=True)``).
 
     Every query runs in four steps, and the order is the guarantee's
     structure: **validate** the spec against the declared schema
@@ -212,31 +236,37 @@ class Session:
         self._accountant = accountant
 
     # -- constructors ---------------------------------------------------------------------
+    #
+    # Column types are public metadata the data owner declares. Every constructor takes
+    # ``types`` (column name -> DuckDB type name, e.g. {"age": "DOUBLE", "day": "DATE"}),
+    # must be given one for every column, and reads the source through one per-value
+    # conversion to those types (dpkit.tables.sources._as_declared): a value that does not
+    # fit is missing (SQL NULL, then the null policy), never an error at query time. A
+    # source's own types (a sniffer, a frame's dtypes, a file's schema) are used only with
+    # ``infer_types=True``, which warns with a PrivacyWarning naming the columns.
 
     @classmethod
     def from_csv(
         cls,
         path: str | PathLike[str],
         *,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        types: Mapping[str, str] | None = None,
-        infer_types: bool = True,
         materialize: bool = False,
         read_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Session:
         """A session over a CSV file, scanned by DuckDB.
 
-        Column types are public metadata the data owner declares: ``types``
-        maps column names to DuckDB types (``{"age": "DOUBLE", "day":
-        "DATE"}``). Columns not declared are typed by DuckDB's sniffer, which
-        reads the rows — a function of the data — so dpkit then warns with a
-        :class:`~dpkit.errors.PrivacyWarning` naming them;
-        ``infer_types=False`` reads undeclared columns as text instead (no
-        inference at all). ``read_options`` go to ``duckdb.read_csv`` (e.g.
+        ``types`` declares every column's type (DuckDB type names); each cell
+        is read as text and converted on its own, so a malformed cell in a
+        typed column is a missing value. ``infer_types=True`` types undeclared
+        columns with DuckDB's sniffer instead, which reads a sample of the
+        rows (warned). ``read_options`` go to ``duckdb.read_csv`` (e.g.
         ``{"delim": ";"}``). ``materialize=True`` loads the file into DuckDB
         once (faster repeated queries, uses memory); otherwise every query
         scans the file. ``options`` are the other :class:`Session` arguments;
@@ -244,45 +274,26 @@ class Session:
         """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
+        declared = _check_types(types, infer_types)
         p = Path(path)
         if not p.is_file():
             raise InvalidParameterError(f"CSV file {str(p)!r} does not exist.")
-        declared = dict(types or {})
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in declared.items()):
-            raise InvalidParameterError("types must map column names to DuckDB type names.")
         read = dict(read_options or {})
         con = connect()
         header = _guard_read(lambda: con.read_csv(str(p), all_varchar=True, **read), "CSV file")
-        unknown = sorted(set(declared) - set(header.columns))
-        if unknown:  # column names are public metadata (the header), types are not
-            raise InvalidParameterError(
-                f"types names columns the file does not have: {unknown}; its columns are "
-                f"{sorted(header.columns)}."
-            )
-        column_types = {c: "VARCHAR" for c in header.columns}
-        if infer_types:  # DuckDB's sniffer reads a sample of the rows: announced below
-            sniffed = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
-            column_types.update({c: str(t) for c, t in zip(sniffed.columns, sniffed.types)})
-        column_types.update(declared)
-        # Every cell is read as text and converted on its own (TRY_CAST): a malformed cell
-        # in a typed column is a missing value (null policy), never a failure at query
-        # time, which could happen on one neighbour only, after the charge.
-        exprs = [
-            _sql.quote(c)
-            if t.upper() in ("VARCHAR", "TEXT", "STRING")
-            else f"TRY_CAST(concat({_sql.quote(c)}, '') AS {t}) AS {_sql.quote(c)}"
-            for c, t in column_types.items()
-        ]
-        rel = _guard_read(lambda: header.project(", ".join(exprs)), "CSV file")
-        inferred = [c for c in header.columns if c not in declared]
-        if inferred and infer_types:
-            warnings.warn(
-                f"the types of columns {inferred} were inferred from the CSV's rows (a function "
-                "of the data, which dpkit then treats as public). Declare them with "
-                "types={...}, or pass infer_types=False to read undeclared columns as text.",
-                PrivacyWarning,
-                stacklevel=2,
-            )
+
+        def sniffed() -> dict[str, str]:
+            rel = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
+            return {c: str(t) for c, t in zip(rel.columns, rel.types)}
+
+        rel = _as_declared(
+            header,
+            declared,
+            infer_types,
+            "CSV file",
+            trusted="DuckDB's sniffer typed them from a sample of the rows",
+            inferred=sniffed,
+        )
         options.setdefault("dataset", str(p.resolve()))
         return cls(
             DuckDBEngine(con, _as_view(con, rel, materialize=materialize)),
@@ -298,17 +309,33 @@ class Session:
         cls,
         path: str | PathLike[str],
         *,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a Parquet file (or glob), scanned by DuckDB."""
+        """A session over a Parquet file (or glob), scanned by DuckDB.
+
+        The file's own column types are its writer's (often inferred from the
+        rows by pandas or Spark), so they are used only with
+        ``infer_types=True`` (warned); otherwise ``types`` declares every
+        column and each value is converted to it (``TRY_CAST``).
+        """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
+        declared = _check_types(types, infer_types)
         con = connect()
-        rel = _guard_read(lambda: con.read_parquet(str(path)), "Parquet file")
+        raw = _guard_read(lambda: con.read_parquet(str(path)), "Parquet file")
+        rel = _as_declared(
+            raw,
+            declared,
+            infer_types,
+            "Parquet file",
+            trusted="the file's schema, as its writer set (or inferred) it",
+        )
         if Path(path).is_file():
             options.setdefault("dataset", str(Path(path).resolve()))
         return cls(
@@ -325,31 +352,40 @@ class Session:
         cls,
         df: pd.DataFrame,
         *,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a pandas DataFrame, queried in place by DuckDB (no copy)."""
+        """A session over a pandas DataFrame, queried in place by DuckDB.
+
+        A frame's dtypes are not a declaration (pandas infers them from the
+        values it was built from): ``types`` declares every column, and each
+        value is converted to it. ``object`` columns are first read as text
+        value by value (never typed by DuckDB from a sample of their values).
+        ``infer_types=True`` takes undeclared columns' types from the dtypes
+        (``object`` columns as text), with a warning.
+        """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
         if not isinstance(df, pd.DataFrame):
             raise InvalidParameterError(
                 f"from_pandas needs a pandas DataFrame, got {type(df).__name__}."
             )
-        inferred = [str(c) for c, t in df.dtypes.items() if pd.api.types.is_object_dtype(t)]
-        if inferred:
-            warnings.warn(
-                f"columns {inferred} have pandas dtype 'object', so DuckDB infers their types "
-                "from the values (a function of the data, which dpkit then treats as public). "
-                "Give them a typed dtype first (e.g. df.astype({'col': 'string'}), 'Int64', "
-                "'float64', 'category').",
-                PrivacyWarning,
-                stacklevel=2,
-            )
+        declared = _check_types(types, infer_types)
         con = connect()
-        rel = _guard_read(lambda: con.from_df(df), "DataFrame")
+        frame = _pandas_without_inference(df)
+        raw = _guard_read(lambda: con.from_df(frame), "DataFrame")
+        rel = _as_declared(
+            raw,
+            declared,
+            infer_types,
+            "DataFrame",
+            trusted="the frame's dtypes, which pandas infers from the values it was built from",
+        )
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
             epsilon=epsilon,
@@ -364,39 +400,25 @@ class Session:
         cls,
         df: Any,
         *,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a polars DataFrame (through Arrow, zero-copy where possible)."""
+        """A session over a polars DataFrame (through Arrow); types as in :meth:`from_arrow`."""
         if not hasattr(df, "to_arrow"):
             raise InvalidParameterError(
                 f"from_polars needs a polars DataFrame, got {type(df).__name__}."
             )
-        return cls.from_arrow(
-            df.to_arrow(), epsilon=epsilon, delta=delta, ledger=ledger, schema=schema, **options
-        )
-
-    @classmethod
-    def from_arrow(
-        cls,
-        table: Any,
-        *,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
-    ) -> Session:
-        """A session over a ``pyarrow.Table`` (or record batch reader), scanned by DuckDB."""
-        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
-
-        con = connect()
-        rel = _guard_read(lambda: con.from_arrow(table), "Arrow table")
-        return cls(
-            DuckDBEngine(con, _as_view(con, rel)),
+        _check_types(types, infer_types)
+        return cls._from_arrow(
+            df.to_arrow(),
+            types,
+            infer_types,
+            "polars DataFrame",
             epsilon=epsilon,
             delta=delta,
             ledger=ledger,
@@ -405,38 +427,108 @@ class Session:
         )
 
     @classmethod
-    def from_duckdb(
+    def from_arrow(
         cls,
-        source: Any,
+        table: Any,
         *,
-        connection: Any = None,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a DuckDB relation, or a table/view name on ``connection``."""
+        """A session over a ``pyarrow.Table`` (or record batch reader), scanned by DuckDB.
+
+        An Arrow schema is its producer's (often inferred from the values), so
+        it is used only with ``infer_types=True`` (warned); otherwise ``types``
+        declares every column and each value is converted to it.
+        """
+        _check_types(types, infer_types)
+        return cls._from_arrow(
+            table,
+            types,
+            infer_types,
+            "Arrow table",
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
+        )
+
+    @classmethod
+    def _from_arrow(
+        cls,
+        table: Any,
+        types: Mapping[str, str] | None,
+        infer_types: bool,
+        what: str,
+        **options: Any,
+    ) -> Session:
+        from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
+
+        declared = _check_types(types, infer_types)
+        con = connect()
+        raw = _guard_read(lambda: con.from_arrow(table), what)
+        rel = _as_declared(
+            raw,
+            declared,
+            infer_types,
+            what,
+            trusted="its Arrow schema, as its producer set (or inferred) it",
+            stacklevel=5,  # the caller of from_arrow/from_polars
+        )
+        return cls(DuckDBEngine(con, _as_view(con, rel)), **options)
+
+    @classmethod
+    def from_duckdb(
+        cls,
+        source: Any,
+        *,
+        connection: Any = None,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
+        epsilon: float | None = None,
+        delta: float = 0.0,
+        ledger: str | PathLike[str] | None = None,
+        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
+        **options: Any,
+    ) -> Session:
+        """A session over a DuckDB relation, or a table/view name on ``connection``.
+
+        ``types`` declares every column; the relation is read through a
+        per-value conversion to them (``TRY_CAST``). The table's own types
+        are used only with ``infer_types=True`` (warned: a view's or a
+        relation's types can follow its rows).
+        """
         import duckdb
 
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine
 
+        declared = _check_types(types, infer_types)
         if isinstance(source, duckdb.DuckDBPyRelation):
-            engine = DuckDBEngine(connection, source)
+            raw = source
         elif isinstance(source, str):
             if connection is None:
                 raise InvalidParameterError(
                     "from_duckdb with a table name needs connection=<duckdb connection>."
                 )
-            engine = _guard_read(
-                lambda: DuckDBEngine(connection, source), f"DuckDB table {source!r}"
-            )
+            raw = _guard_read(lambda: connection.table(source), f"DuckDB table {source!r}")
         else:
             raise InvalidParameterError(
                 "from_duckdb needs a duckdb relation or a table name with connection=."
             )
+        rel = _as_declared(
+            raw,
+            declared,
+            infer_types,
+            "DuckDB table",
+            trusted="the table's or relation's own types",
+        )
         return cls(
-            engine,
+            DuckDBEngine(connection, rel),
             epsilon=epsilon,
             delta=delta,
             ledger=ledger,
@@ -452,6 +544,8 @@ class Session:
         *,
         kind: str = "sqlite",
         extension_directory: str | PathLike[str] | None = None,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
@@ -459,6 +553,14 @@ class Session:
         **options: Any,
     ) -> Session:
         """A session over a table in a SQLite file or a PostgreSQL database.
+
+        ``types`` declares every column; each value is converted to it
+        (``TRY_CAST``), so a value of another kind (SQLite stores any value in
+        any column) is missing, never an error at query time. SQLite values
+        are read as text first, by their own storage class, with or without
+        DuckDB's extension. ``infer_types=True`` takes undeclared columns'
+        types from the table's declaration instead (SQLite: the declared
+        type's affinity; PostgreSQL: the column types), with a warning.
 
         DuckDB reads it through its ``sqlite``/``postgres`` scanner extension
         (attached read-only), which must already be on the machine: dpkit never
@@ -485,6 +587,7 @@ class Session:
         """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
+        declared = _check_types(types, infer_types)
         if kind not in ("sqlite", "postgres"):
             raise InvalidParameterError(f"kind must be 'sqlite' or 'postgres', got {kind!r}.")
         if not isinstance(table, str) or not table:
@@ -494,9 +597,9 @@ class Session:
             options.setdefault("dataset", str(database))
         con = connect()
         if _load_scanner(con, kind, extension_directory):
-            rel = _attach_and_read(con, database, table, kind)
+            raw = _attach_and_read(con, database, table, kind)
         elif kind == "sqlite":
-            rel = _sqlite_fallback(con, Path(database), table)
+            raw = _sqlite_fallback(con, Path(database), table)
         else:
             version, platform = _duckdb_build(con)
             raise InvalidParameterError(
@@ -507,6 +610,25 @@ class Session:
                 f"v{version}/{platform}/postgres_scanner.duckdb_extension; or install it once "
                 'on a connected machine with python -c "import duckdb; '
                 "duckdb.install_extension('postgres')\" and copy ~/.duckdb/extensions over."
+            )
+        if kind == "sqlite":
+            path = Path(database)
+            rel = _as_declared(
+                raw,
+                declared,
+                infer_types,
+                "SQLite table",
+                trusted="the table's declared column types, by SQLite's affinity rules "
+                "(SQLite stores any value in any column)",
+                inferred=lambda: _sqlite_types(path, table),
+            )
+        else:
+            rel = _as_declared(
+                raw,
+                declared,
+                infer_types,
+                "PostgreSQL table",
+                trusted="the table's column types",
             )
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
@@ -522,21 +644,37 @@ class Session:
         cls,
         df: Any,
         *,
+        types: Mapping[str, str] | None = None,
+        infer_types: bool = False,
         epsilon: float | None = None,
         delta: float = 0.0,
         ledger: str | PathLike[str] | None = None,
         schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         **options: Any,
     ) -> Session:
-        """A session over a PySpark DataFrame; every aggregation runs in Spark."""
+        """A session over a PySpark DataFrame; every aggregation runs in Spark.
+
+        ``types`` declares every column with DuckDB type names (mapped to
+        Spark's: ``BIGINT`` is ``bigint``, ``VARCHAR`` ``string``,
+        ``TIMESTAMP`` ``timestamp_ntz``, ...); each value is converted with
+        ``try_cast`` (NULL when it does not fit, in ANSI mode too). The
+        DataFrame's own schema is used only with ``infer_types=True`` (warned).
+        """
         from dpkit.tables.engines.spark_engine import SparkEngine
 
+        declared = _check_types(types, infer_types)
         if not (hasattr(df, "groupBy") and hasattr(df, "dtypes")):
             raise InvalidParameterError(
                 f"from_spark needs a PySpark DataFrame, got {type(df).__name__}."
             )
+        frame = _spark_as_declared(df, declared, infer_types)
         return cls(
-            SparkEngine(df), epsilon=epsilon, delta=delta, ledger=ledger, schema=schema, **options
+            SparkEngine(frame),
+            epsilon=epsilon,
+            delta=delta,
+            ledger=ledger,
+            schema=schema,
+            **options,
         )
 
     # -- public state -----------------------------------------------------------------
@@ -1017,18 +1155,64 @@ class Session:
         given = {k: v for k, v in params.items() if v is not None}
         return self.answer(QuerySpec(kind, column, **given))
 
+    #: How much work and answer one query may take (:mod:`dpkit.tables.work`); see limit_work().
+    _limits: WorkLimits = LIBRARY_LIMITS
+
+    @property
+    def limits(self) -> WorkLimits:
+        """The work and answer-size limits every query is checked against before its charge."""
+        return self._limits
+
+    def limit_work(
+        self,
+        *,
+        max_work: float | None = LIBRARY_LIMITS.max_work,
+        max_answer_bytes: int | None = LIBRARY_LIMITS.max_answer_bytes,
+        rows: int | None = None,
+    ) -> Session:
+        """Set the most work (units of about 1 µs) and answer bytes one query may take.
+
+        ``rows`` is the row count you declare the table has at most (public; it
+        sizes the engine pass and bounds private-key groups). Queries beyond a
+        limit are refused before anything is charged or read, with a message that
+        names the parameter to reduce (:class:`~dpkit.tables.work.QueryTooLargeError`).
+        The default is generous (about three hours, 1 GiB) but finite; the query
+        service sets its own from ``[service]`` settings. Returns the session.
+        """
+        self._limits = WorkLimits(max_work, max_answer_bytes, rows)
+        return self
+
     def prepare(self, spec: QuerySpec) -> PlannedQuery:
-        """Validate and cost one spec against this session's schema (no data read, no charge)."""
+        """Validate, cost and size one spec against this session's schema (no data read, no charge).
+
+        A query whose estimated work or answer size (from its public parameters,
+        :func:`dpkit.tables.work.estimate`) is beyond :attr:`limits` is refused here.
+        """
+        self._limits.check(presize(spec))  # the sizes it states, before building anything
         query = validate(spec, self._context)
+        self._limits.check(estimate(query, rows=self._limits.rows))
         return PlannedQuery(query, costing.label(query), query.epsilon, query.delta)
 
-    def answer(self, spec: QuerySpec, *, accountant: Any = None) -> Result:
+    def answer(
+        self,
+        spec: QuerySpec,
+        *,
+        accountant: Any = None,
+        cancellation: Cancellation | None = None,
+    ) -> Result:
         """Validate, cost, charge and execute one query spec; the release with the budget left.
 
         ``accountant`` pays instead of the session's own (an
         :class:`~dpkit.accounting.Accountant`): the query service keeps one
         session per table and charges each analyst's queries to that analyst's
         grant. The order — validate, cost, charge, execute — is the same.
+
+        ``cancellation`` (a :class:`~dpkit.tables.work.Cancellation`) lets the
+        caller stop the query when its time is up: the engine call running is
+        interrupted and no further one starts; the query then fails with the one
+        generic :class:`~dpkit.errors.ReleaseFailedError` and its charge stands.
+        The session's lock is held only while an engine call runs, so whatever a
+        stopped query still computes never delays the next one.
         """
         payer = self._accountant if accountant is None else accountant
         from dpkit.accounting import Accountant
@@ -1038,10 +1222,11 @@ class Session:
         planned = self.prepare(spec)  # reads only the session's frozen context
 
         def release() -> Result:
-            # One engine pass and one random source at a time; the charge (and its wait
-            # for the ledger) happens outside this lock, so it overlaps other executions.
-            with self._lock:
-                return execute(planned.query, self._engine, self._rng)
+            # One engine pass at a time (the lock is taken per engine call, so the noise and
+            # post-processing of one query overlap the next one's pass); the charge (and its
+            # wait for the ledger) happens outside the lock, so it overlaps executions too.
+            engine = GuardedEngine(self._engine, self._lock, cancellation)
+            return execute(planned.query, engine, self._rng)
 
         result = charge_and_run(payer, costing.cost(planned.query), planned.label, release)
         return replace(result, remaining=payer.remaining_seen)  # what this charge left
@@ -1070,6 +1255,8 @@ class Session:
                 raise InvalidParameterError("plan() takes a list of Query and Parallel items.")
         if not items:
             raise InvalidParameterError("plan() needs at least one query.")
+        every = [p.query for group in items for p in group]
+        self._limits.check(estimate_all(every, rows=self._limits.rows), "this plan")
         eps, delta = total_cost(items, parallel)
         return Plan(
             session=self._token,
@@ -1082,7 +1269,14 @@ class Session:
         )
 
     def run(self, plan: Plan | Sequence[QuerySpec | Parallel]) -> list[Result]:
-        """Charge a plan's total cost once (refused before any read), then run every query."""
+        """Charge a plan's total cost once (refused before any read), then run every query.
+
+        The charge is never read from the plan: its specs are validated and
+        costed again here (:meth:`plan`), and the fresh queries are the ones
+        run. A plan whose recorded costs differ from that (edited after it was
+        costed, e.g. with ``dataclasses.replace`` or ``object.__setattr__``) is
+        refused before the charge, so what a plan shows is what is charged.
+        """
         if not isinstance(plan, Plan):
             plan = self.plan(plan)
         if plan.session != self._token:
@@ -1090,6 +1284,13 @@ class Session:
                 "this plan was prepared by another session (it was checked against that "
                 "session's table and schema); prepare it again with this session's plan()."
             )
+        fresh = self.plan(plan.specs())
+        if not same_costs(plan, fresh):
+            raise InvalidParameterError(
+                "this plan's recorded costs differ from what its queries cost (it was changed "
+                "after plan() costed it); prepare it again with this session's plan()."
+            )
+        plan = fresh
         queries: list[ValidatedQuery] = [p.query for group in plan.items for p in group]
 
         def run_all() -> list[Result]:

@@ -2,29 +2,282 @@
 
 Every failure to open a source is re-raised with a message that names the
 source and never the engine's own text (which can quote file contents).
+
+Column types are public metadata, so they come from the data owner's
+declaration (``types=``), never from the rows: every source is projected
+through one per-value conversion to the declared types (:func:`_as_declared`,
+:func:`_spark_as_declared`), where a value that does not fit is missing (SQL
+NULL, then the column's null policy) instead of an error at query time, which
+could happen on one neighbour only, after the charge. Types taken from the
+source itself are an explicit opt-in (``infer_types=True``), announced with a
+:class:`~dpkit.errors.PrivacyWarning`.
 """
 
 from __future__ import annotations
 
+import math
 import secrets
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
+
+
+class UndeclaredTypesError(InvalidParameterError):
+    """Columns of a source have no declared type (``columns`` names them; they are public)."""
+
+    def __init__(self, columns: Sequence[str], message: str) -> None:
+        super().__init__(message)
+        self.columns = list(columns)
+
 
 __all__ = [
+    "UndeclaredTypesError",
+    "_as_declared",
     "_as_view",
     "_attach_and_read",
+    "_check_types",
     "_duckdb_build",
     "_guard_read",
     "_load_scanner",
+    "_pandas_without_inference",
+    "_spark_as_declared",
     "_sqlite_fallback",
+    "_sqlite_types",
     "check_sqlite_path",
 ]
+
+_TYPE_EXAMPLES = "e.g. 'DOUBLE', 'BIGINT', 'VARCHAR', 'DATE', 'BOOLEAN', 'DECIMAL(10,2)'"
+
+
+def _check_types(types: object, infer_types: object) -> dict[str, str]:
+    """The declared column types, each as DuckDB's canonical type name (no data read).
+
+    Type names are parsed by DuckDB itself (``"TEXT"`` is ``VARCHAR``, ``"int"``
+    ``INTEGER``), so the name dpkit publishes is the type the engine computes in.
+    """
+    import duckdb
+
+    if not isinstance(infer_types, bool):
+        raise InvalidParameterError("infer_types must be True or False.")
+    if types is None:
+        return {}
+    if not isinstance(types, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in types.items()
+    ):
+        raise InvalidParameterError(
+            f"types must map column names to DuckDB type names ({_TYPE_EXAMPLES})."
+        )
+    canonical: dict[str, str] = {}
+    for column, name in types.items():
+        parsed = None
+        try:
+            parsed = str(duckdb.sqltype(name))
+        except (duckdb.Error, ValueError, TypeError):
+            pass  # refused below, outside the handler
+        if parsed is None or parsed in ("NULL", "ANY", "INVALID", "UNKNOWN"):
+            raise InvalidParameterError(
+                f"types declares column {column!r} as {name!r}, which is not a DuckDB type "
+                f"name; use one ({_TYPE_EXAMPLES})."
+            )
+        canonical[column] = parsed
+    return canonical
+
+
+def _resolve_types(
+    columns: Sequence[str],
+    declared: Mapping[str, str],
+    infer_types: bool,
+    source_types: Callable[[], Mapping[str, str]],
+    what: str,
+    trusted: str,
+    stacklevel: int,
+) -> dict[str, str]:
+    """Each column's type: declared, or (opt-in, announced) the source's own.
+
+    Column names are public metadata (a header, a schema), types are not: a
+    column without a declared type is refused unless ``infer_types``.
+    """
+    unknown = sorted(set(declared) - set(columns))
+    if unknown:
+        raise InvalidParameterError(
+            f"types names columns the {what} does not have: {unknown}; its columns are "
+            f"{sorted(columns)}."
+        )
+    undeclared = [c for c in columns if c not in declared]
+    if not undeclared:
+        return {c: declared[c] for c in columns}
+    if not infer_types:
+        example = ", ".join(f"{c!r}: ..." for c in undeclared[:3])
+        raise UndeclaredTypesError(
+            undeclared,
+            f"columns {undeclared} of the {what} have no declared type. Column types are "
+            f"public metadata the data owner declares: pass types={{{example}}} with DuckDB "
+            f"type names ({_TYPE_EXAMPLES}) for every column (values that do not fit the "
+            "declared type are read as missing). To take the types from the source instead, "
+            "pass infer_types=True (it warns: they are then a function of what the source "
+            "holds, not a declaration)."
+        )
+    found = source_types()
+    warnings.warn(
+        f"the types of columns {undeclared} were taken from the {what} (infer_types=True): "
+        f"{trusted}. dpkit treats them as public; declare them with types={{...}} instead.",
+        PrivacyWarning,
+        stacklevel=stacklevel,
+    )
+    return {c: declared.get(c, found[c]) for c in columns}
+
+
+def _as_declared(
+    rel: Any,
+    types: Mapping[str, str],
+    infer_types: bool,
+    what: str,
+    *,
+    trusted: str,
+    inferred: Callable[[], Mapping[str, str]] | None = None,
+    stacklevel: int = 4,
+) -> Any:
+    """``rel`` projected to the declared types, converting value by value (``TRY_CAST``).
+
+    ``types`` comes from :func:`_check_types`. Every column is cast, even one
+    whose source type already matches, so the published type is always the
+    declared one; ``TRY_CAST`` makes a value that does not fit (text in a
+    number column, a number beyond the type's range, an impossible date, a
+    BLOB) a NULL, never an error. Undeclared columns take ``inferred()`` (by
+    default the relation's own types) only with ``infer_types``.
+    """
+    from dpkit.tables.engines._sql import quote
+
+    columns = [str(c) for c in rel.columns]
+    own = {c: str(t) for c, t in zip(columns, rel.types)}
+    final = _resolve_types(
+        columns, types, infer_types, inferred or (lambda: own), what, trusted, stacklevel
+    )
+    exprs = []
+    for c in columns:
+        # A text source goes through concat(x, '') so that DuckDB does not push the cast into
+        # a reader as a strict cast (its CSV reader then fails on the value, quoting it); the
+        # CASE keeps NULL a NULL (concat reads it as ''). `x || ''` is folded away: no use.
+        q = quote(c)
+        value = (
+            f"CASE WHEN {q} IS NULL THEN NULL ELSE concat({q}, '') END"
+            if own[c] == "VARCHAR"
+            else q
+        )
+        exprs.append(f"TRY_CAST({value} AS {final[c]}) AS {quote(c)}")
+    return _guard_read(lambda: rel.project(", ".join(exprs)), what)
+
+
+# DuckDB type names (as declared) -> Spark SQL type names.
+_SPARK_TYPES = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "tinyint",
+    "SMALLINT": "smallint",
+    "INTEGER": "int",
+    "BIGINT": "bigint",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+    "VARCHAR": "string",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp_ntz",
+    "TIMESTAMP WITH TIME ZONE": "timestamp",
+}
+
+
+def _spark_type(column: str, name: str) -> str:
+    if name in _SPARK_TYPES:
+        return _SPARK_TYPES[name]
+    if name.startswith("DECIMAL(") and name.endswith(")"):
+        return name.lower()
+    raise InvalidParameterError(
+        f"types declares column {column!r} as {name}, which the Spark engine does not map; "
+        f"use one of {sorted(_SPARK_TYPES)} or DECIMAL(p,s)."
+    )
+
+
+def _spark_as_declared(frame: Any, types: Mapping[str, str], infer_types: bool) -> Any:
+    """A Spark DataFrame projected to the declared types with ``try_cast`` (never ANSI ``CAST``).
+
+    Spark's ANSI mode makes ``CAST`` raise on a value that does not fit, which
+    would fail a query on one neighbour only, after the charge; ``try_cast``
+    gives NULL in every mode.
+    """
+    spark_types = {c: _spark_type(c, t) for c, t in types.items()}
+    columns = [str(c) for c in frame.columns]
+    own = {str(c): str(t) for c, t in frame.dtypes}
+    final = _resolve_types(
+        columns,
+        spark_types,
+        infer_types,
+        lambda: own,
+        "Spark DataFrame",
+        "the DataFrame's schema, which Spark's readers infer from the rows unless given one",
+        4,  # the warning points at the caller of Session.from_spark
+    )
+    quoted = {c: "`" + c.replace("`", "``") + "`" for c in columns}
+    return frame.selectExpr(
+        *[f"try_cast({quoted[c]} AS {final[c]}) AS {quoted[c]}" for c in columns]
+    )
+
+
+def _text(value: Any) -> str | None:
+    """One stored value as text, by its own Python type (never by its neighbours').
+
+    Missing values (``None``, NaN, ``pd.NA``, ``NaT``) are NULL; bytes are
+    UTF-8 text or NULL; booleans are ``true``/``false``; floats use Python's
+    shortest round-trip spelling (``inf``, ``nan`` included), which DuckDB
+    parses back exactly.
+    """
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    try:
+        return str(value)
+    except Exception:  # a hostile __str__: the value is unreadable, so missing
+        return None
+
+
+def _text_array(values: Iterable[Any]) -> Any:
+    import pyarrow as pa
+
+    return pa.array([_text(v) for v in values], type=pa.string())
+
+
+def _pandas_without_inference(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``object`` columns as text, value by value.
+
+    DuckDB types an ``object`` column from a sample of its values and then
+    fails on a later value that does not fit: a type and an error that depend
+    on the rows. As text (one rule per value) the column is cast to its
+    declared type like any other source.
+    """
+    objects = [c for c, t in df.dtypes.items() if pd.api.types.is_object_dtype(t)]
+    if not objects:
+        return df
+    return df.assign(
+        **{
+            str(c): pd.Series(
+                pd.arrays.ArrowExtensionArray(_text_array(df[c].tolist())), index=df.index
+            )
+            for c in objects
+        }
+    )
 
 
 def check_sqlite_path(database: str | PathLike[str]) -> Path:
@@ -141,6 +394,11 @@ def _attach_and_read(con: Any, database: str | PathLike[str], table: str, kind: 
     attached = False
     rel = None
     try:
+        if kind == "sqlite":
+            # Every stored value as text: the scanner otherwise types a column by its declared
+            # type and fails at query time on a value of another storage class; the caller
+            # casts the text to the declared types, value by value.
+            con.execute("SET sqlite_all_varchar = true")
         con.execute(
             f"ATTACH {literal(str(database))} AS dpkit_source (TYPE {attach_type}, READ_ONLY)"
         )
@@ -161,21 +419,55 @@ def _attach_and_read(con: Any, database: str | PathLike[str], table: str, kind: 
     return rel
 
 
-def _sqlite_fallback(con: Any, path: Path, table: str) -> Any:
-    """Read a SQLite table with the standard library when DuckDB's extension is missing."""
+def _sqlite_affinity(declared: str) -> str:
+    """The DuckDB type of a SQLite column's declared type, by SQLite's affinity rules."""
+    text = declared.upper()
+    if "INT" in text:
+        return "BIGINT"
+    if any(k in text for k in ("CHAR", "CLOB", "TEXT")) or not text or "BLOB" in text:
+        return "VARCHAR"
+    return "DOUBLE"  # REAL, FLOA, DOUB and NUMERIC affinities
+
+
+def _sqlite_types(path: Path, table: str) -> dict[str, str]:
+    """A SQLite table's column types by their declared affinity (schema metadata, no rows)."""
     import sqlite3
+
+    quoted = '"' + table.replace('"', '""') + '"'
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
+            info = db.execute(f"PRAGMA table_info({quoted})").fetchall()
+    except sqlite3.Error:
+        info = []
+    return {str(r[1]): _sqlite_affinity(str(r[2] or "")) for r in info}
+
+
+def _sqlite_fallback(con: Any, path: Path, table: str) -> Any:
+    """A SQLite table read with the standard library when DuckDB's extension is missing.
+
+    Every stored value becomes text by its own storage class (:func:`_text`),
+    with no inference over the rows (pandas would type a column from its
+    values: one NULL or one text cell would change it); the caller casts the
+    all-text relation to the declared types.
+    """
+    import sqlite3
+
+    import pyarrow as pa
 
     if not path.is_file():
         raise InvalidParameterError(f"SQLite file {str(path)!r} does not exist.")
     quoted = '"' + table.replace('"', '""') + '"'
-    frame = None
+    arrow = None
     try:
         with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as db:
-            frame = pd.read_sql_query(f"SELECT * FROM {quoted}", db)
-    except (sqlite3.Error, pd.errors.DatabaseError):
+            cursor = db.execute(f"SELECT * FROM {quoted}")
+            names = [str(d[0]) for d in cursor.description]
+            rows = cursor.fetchall()
+            arrow = pa.table({n: _text_array(row[i] for row in rows) for i, n in enumerate(names)})
+    except sqlite3.Error:
         pass  # raised below, outside the handler, so the original is not even chained
-    if frame is None:
+    if arrow is None:
         raise DataError(
             f"could not read table {table!r} from the SQLite file; check the file and table name."
         )
-    return con.from_df(frame)
+    return _guard_read(lambda: con.from_arrow(arrow), "SQLite file")

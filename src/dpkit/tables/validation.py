@@ -149,6 +149,9 @@ def validate(spec: QuerySpec, ctx: TableContext) -> ValidatedQuery:
         raise InvalidParameterError("expected a query spec (dpkit.tables.Query / QuerySpec).")
     kind = spec.kind
     epsilon = check_epsilon(spec.epsilon)
+    # Per contributed row (histogram methods spend epsilon / k): the floor keeps every
+    # share of it within the samplers' range, so nothing fails after the charge.
+    check_epsilon(epsilon / ctx.max_contributions, name="epsilon / max_contributions")
     level = ctx.level if spec.level is None else check_level(spec.level)
     column = spec.column
     if column is None and kind != "count":

@@ -84,6 +84,7 @@ def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
     common: dict[str, Any] = {
         "epsilon": epsilon,
         "bounds": BOUNDS,
+        "domains": DOMAINS,  # declared: a category dtype is no declaration
         "classes": CLASSES,
         "missing": "separate",
         "random_state": seed,

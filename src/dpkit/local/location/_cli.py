@@ -51,7 +51,10 @@ def obfuscate_command(
     result = frame[keep].copy() if keep else pd.DataFrame(index=frame.index)
     result[lat] = reported[:, 0]
     result[lon] = reported[:, 1]
-    result.to_csv(out, index=False)
+    # Atomic (a temporary file, then a rename): a failed write leaves no partial reports.
+    from dpkit._cli_output import atomic_write
+
+    atomic_write(Path(out), lambda p: result.to_csv(p, index=False))
     print(
         f"wrote {out}: each location replaced by an {epsilon:g}-per-km geo-indistinguishable "
         f"report; 95% of reports lie within {mechanism.error_radius(0.05):.3g} km of the truth."

@@ -53,7 +53,7 @@ from scipy import stats
 from dpkit._checks import check_epsilon, exact
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.mechanisms._exact import bernoulli_exp, discrete_laplace
-from dpkit.mechanisms._random import as_source
+from dpkit.mechanisms._random import as_source, rejection_rounds, sampling_limit
 
 __all__ = ["PlanarLaplace", "check_area", "check_points"]
 
@@ -182,7 +182,11 @@ class PlanarLaplace:
         den = 1 << (_EPS_BITS + _DIST_BITS)
         out = np.empty((size, 2), dtype=np.int64)
         pending = np.arange(size)
-        while pending.size:
+        # Acceptance per round is the ratio of the two normalisers, about pi/4 for small
+        # epsilon and near 1 for large: above 1/4 (rejection_rounds' assumption).
+        for _ in rejection_rounds():
+            if not pending.size:
+                break
             m = pending.size
             # Rate e1/2^30 per step: discrete_laplace's scale t/s = 2^30/e1.
             a = discrete_laplace(source, 1 << _EPS_BITS, e1, m)
@@ -199,6 +203,8 @@ class PlanarLaplace:
             out[pending[accept], 0] = a[accept]
             out[pending[accept], 1] = b[accept]
             pending = pending[~accept]
+        if pending.size:
+            raise sampling_limit("the planar Laplace sampler")
         return out
 
     def perturb(self, points: ArrayLike, rng: object = None) -> NDArray[np.float64]:

@@ -10,7 +10,7 @@ unescaped.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dpkit.errors import InvalidParameterError
 from dpkit.tables import queries as Q
@@ -27,9 +27,46 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def literal(value: object, column: str = "value") -> str:
-    """A SQL literal for a public scalar (str, int, float, bool, date, datetime)."""
+def binary_text(expr: str) -> str:
+    """``expr`` (VARCHAR) compared and grouped by exact bytes, whatever collation it carried.
+
+    UTF-8 bytes order and equal exactly as Python's code points do, so this is
+    dpkit's one text rule in DuckDB: a column ``COLLATE NOCASE`` (or NOACCENT,
+    NFC, an ICU locale) or a connection's ``default_collation`` cannot merge
+    'A' with 'a' or 'é' with 'e\\u0301'.
+    """
+    return f'({expr} COLLATE "binary")'
+
+
+def sql_type(type_name: str) -> str:
+    """The declared numeric type as SQL (known names only; anything else reads as DOUBLE)."""
+    from dpkit.tables.values import numeric_type
+
+    rep = numeric_type(type_name)
+    if rep.family == "decimal":
+        return f"DECIMAL({rep.precision},{rep.scale})"
+    if rep.family == "float64":
+        return "DOUBLE"
+    return type_name.strip().upper()  # a name from values._INT_BITS or values._FLOAT32
+
+
+def literal(value: object, column: str = "value", type_name: str | None = None) -> str:
+    """A SQL literal for a public scalar (str, int, float, bool, date, datetime).
+
+    With the column's declared numeric ``type_name``, a number is written as
+    ``CAST('<exact spelling>' AS <that type>)``: the engine then compares the
+    column with exactly the value :func:`dpkit.tables.values.canonical` reasoned
+    about (no implicit cast of the column to DOUBLE or of the literal to FLOAT).
+    A fractional number for an integer column stays a DOUBLE: it equals no
+    integer, and ordering comparisons with it are exact.
+    """
     v = check_literal(value, column)
+    if type_name is not None and isinstance(v, int | float) and not isinstance(v, bool):
+        from dpkit.tables.values import numeric_type
+
+        rep = numeric_type(type_name)
+        if not (rep.family == "integer" and isinstance(v, float)):
+            return f"CAST('{v!r}' AS {sql_type(type_name)})"
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
     if isinstance(v, int):
@@ -48,23 +85,49 @@ def literal(value: object, column: str = "value") -> str:
     )  # pragma: no cover
 
 
-def condition_sql(cond: Condition) -> str:
+def condition_sql(cond: Condition, types: Mapping[str, str] | None = None) -> str:
+    """SQL for one filter; literals typed as the column's declared type (``types``)."""
     col = quote(cond.column)
+    type_name = (types or {}).get(cond.column)
     op = cond.op
     if op == "is null":
         return f"{col} IS NULL"
     if op == "not null":
         return f"{col} IS NOT NULL"
     if op in ("in", "not in"):
-        items = ", ".join(literal(v, cond.column) for v in cond.value)
+        items = in_list(cond.value, cond.column, type_name)
         if not items:
-            return "FALSE" if op == "in" else "TRUE"
-        return f"{col} {'IN' if op == 'in' else 'NOT IN'} ({items})"
+            # nothing to match: an empty list, or only fractions for an integer column
+            # (NOT IN of those is true exactly for the non-missing rows, as SQL has it)
+            if op == "in":
+                return "FALSE"
+            return "TRUE" if not cond.value else f"{col} IS NOT NULL"
+        return f"{col} {'IN' if op == 'in' else 'NOT IN'} ({', '.join(items)})"
     sql_op = {"==": "=", "!=": "<>"}.get(op, op)
-    return f"{col} {sql_op} {literal(cond.value, cond.column)}"
+    return f"{col} {sql_op} {literal(cond.value, cond.column, type_name)}"
 
 
-def value_sql(value: Value, clip: bool = True) -> tuple[str, str | None]:
+def in_list(values: Sequence[object], column: str, type_name: str | None) -> list[str]:
+    """The items of IN / NOT IN, each typed as the column.
+
+    For an integer column, fractional numbers are left out: they equal no
+    integer, and a DOUBLE in the list would make DuckDB compare every item
+    (and the column) as DOUBLE, where 2**60 + 1 equals 2**60.
+    """
+    from dpkit.tables.values import numeric_type
+
+    integer = type_name is not None and numeric_type(type_name).family == "integer"
+    items = [
+        literal(v, column, type_name)
+        for v in values
+        if not (integer and isinstance(v, float) and not v.is_integer())
+    ]
+    return items
+
+
+def value_sql(
+    value: Value, clip: bool = True, types: Mapping[str, str] | None = None
+) -> tuple[str, str | None]:
     """(expression, keep-condition) reading ``value`` under its null policy and bounds.
 
     A bounded number is present when it lies in :func:`queries.valid_range`
@@ -94,7 +157,8 @@ def value_sql(value: Value, clip: bool = True) -> tuple[str, str | None]:
         return expr, keep
     if value.nulls == "drop":
         return col, f"{col} IS NOT NULL"
-    return f"coalesce({col}, {literal(value.replacement, value.column)})", None
+    fill = literal(value.replacement, value.column, (types or {}).get(value.column))
+    return f"coalesce({col}, {fill})", None
 
 
 def clip_sql(expr: str, bounds: tuple[float, float]) -> str:
@@ -104,23 +168,30 @@ def clip_sql(expr: str, bounds: tuple[float, float]) -> str:
 
 
 def base_query(
-    rows: Rows, value: Value | None, group_by: Sequence[Value], table: str, clip: bool = True
+    rows: Rows,
+    value: Value | None,
+    group_by: Sequence[Value],
+    table: str,
+    clip: bool = True,
+    types: Mapping[str, str] | None = None,
 ) -> str:
     """Rows to aggregate: group keys ``_g0..``, the value ``__dpkit_v``, bounded per person.
 
     The filter and null policies apply first, then the contribution bound
     (so a person's ``k`` kept rows are among the rows the query uses).
     ``clip=False`` leaves the value unclipped (but in its valid range).
+    ``types`` (the declared storage types) types the literals; ``table``
+    should present text columns with :func:`binary_text` (the engine does).
     """
     select: list[str] = []
-    where: list[str] = [condition_sql(c) for c in rows.where]
+    where: list[str] = [condition_sql(c, types) for c in rows.where]
     for i, g in enumerate(group_by):
-        expr, keep = value_sql(g)
+        expr, keep = value_sql(g, types=types)
         select.append(f"{as_text(expr) if g.temporal else expr} AS _g{i}")
         if keep:
             where.append(keep)
     if value is not None:
-        expr, keep = value_sql(value, clip)
+        expr, keep = value_sql(value, clip, types)
         select.append(f"{expr} AS {V}")
         if keep:
             where.append(keep)
@@ -145,8 +216,8 @@ def base_query(
 
 
 def as_text(expr: str) -> str:
-    """A date/time expression as ISO text (``_dates.from_engine`` reads it back)."""
-    return f"CAST({expr} AS VARCHAR)"
+    """A date/time expression as ISO text (``_dates.from_engine`` reads it back), binary-collated."""
+    return binary_text(f"CAST({expr} AS VARCHAR)")
 
 
 def group_list(group_by: Sequence[Value]) -> list[str]:

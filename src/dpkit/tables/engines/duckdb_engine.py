@@ -125,6 +125,19 @@ class DuckDBEngine:
             described = connection.execute(f"DESCRIBE SELECT * FROM {self._table}").fetchall()
             columns, types = [r[0] for r in described], [r[1] for r in described]
         self._types = {c: str(t) for c, t in zip(columns, types)}
+        # Every query reads the table through this projection: text columns carry the
+        # binary collation, so filters, key matches, GROUP BY, DISTINCT and PARTITION BY
+        # compare exact code points (dpkit's rule) whatever collation the column or the
+        # connection's default_collation declares, and a released key is the data's own
+        # spelling of a value that equals the public key.
+        projected = [
+            _sql.binary_text(_sql.quote(c)) + f" AS {_sql.quote(c)}"
+            if _kind(t) == "text"
+            else _sql.quote(c)
+            for c, t in self._types.items()
+        ]
+        if any(_kind(t) == "text" for t in self._types.values()):
+            self._table = f"(SELECT {', '.join(projected)} FROM {self._table})"
 
     # -- metadata -------------------------------------------------------------
 
@@ -150,7 +163,7 @@ class DuckDBEngine:
         center: float = 0.0,
         grids: Sequence[float] = (),
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, clip=False)
+        base = _sql.base_query(rows, value, group_by, self._table, clip=False, types=self._types)
         groups = _sql.group_list(group_by)
         aggs = ["count(*) AS n"]
         if value is not None and grids:
@@ -169,7 +182,7 @@ class DuckDBEngine:
     def grid_counts(
         self, rows: Rows, value: Value, group_by: Sequence[Value], lo: float, step: float, size: int
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table)
+        base = _sql.base_query(rows, value, group_by, self._table, types=self._types)
         groups = _sql.group_list(group_by)
         t = f"(({_sql.V} - {_sql.literal(float(lo))}) / {_sql.literal(float(step))})"
         # 2j on grid point j, 2j + 1 strictly between points j and j + 1 (no CASE: faster).
@@ -183,7 +196,7 @@ class DuckDBEngine:
     def bin_counts(
         self, rows: Rows, value: Value, group_by: Sequence[Value], edges: Sequence[float]
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, clip=False)
+        base = _sql.base_query(rows, value, group_by, self._table, clip=False, types=self._types)
         groups = _sql.group_list(group_by)
         index = _sql.bin_index(_sql.V, edges)
         inner = f"SELECT {', '.join([*groups, f'{index} AS bin'])} FROM ({base})"
@@ -200,7 +213,7 @@ class DuckDBEngine:
         y_edges: Sequence[float],
     ) -> pd.DataFrame:
         # y rides along as the one "group" column: the same null policy and bounds rules.
-        base = _sql.base_query(rows, x, [y], self._table, clip=False)
+        base = _sql.base_query(rows, x, [y], self._table, clip=False, types=self._types)
         bx, by = _sql.bin_index(_sql.V, x_edges), _sql.bin_index("_g0", y_edges)
         inner = f"SELECT {bx} AS bin_x, {by} AS bin_y FROM ({base})"
         sql = f"SELECT bin_x, bin_y, count(*) AS n FROM ({inner}) GROUP BY bin_x, bin_y"
@@ -213,18 +226,23 @@ class DuckDBEngine:
         group_by: Sequence[Value],
         domain: Sequence[Any] | None = None,
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table)
+        base = _sql.base_query(rows, value, group_by, self._table, types=self._types)
         groups = _sql.group_list(group_by)
         shown = _sql.as_text(_sql.V) if value.temporal else _sql.V
         keys = [*groups, f"{shown} AS value"]
         sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({base})"
         if domain is not None:
-            items = ", ".join(_sql.literal(v, value.column) for v in domain)
-            sql += f" WHERE {_sql.V} IN ({items})"
+            items = _sql.in_list(domain, value.column, self._types.get(value.column))
+            sql += f" WHERE {_sql.V} IN ({', '.join(items)})" if items else " WHERE FALSE"
         sql += f" GROUP BY {', '.join([*groups, _sql.V])}"
         return self._fetch(sql, "counting values", value, group_by)
 
     # -- plumbing ----------------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """Stop the query running on this engine's connection (from another thread; a time-out)."""
+        if self._connection is not None:
+            self._connection.interrupt()
 
     def _fetch(
         self,

@@ -37,7 +37,7 @@ def _kind(type_name: str) -> ColumnKind:
         return "numeric"
     if t == "boolean":
         return "boolean"
-    if t in ("string", "varchar", "char") or t.startswith(("varchar", "char")):
+    if t in ("string", "varchar", "char") or t.startswith(("varchar", "char", "string collate")):
         return "text"
     if t.startswith(("date", "timestamp")):
         return "temporal"
@@ -52,9 +52,19 @@ class SparkEngine:
     def __init__(self, frame: Any) -> None:
         from pyspark.sql import functions
 
+        # Text columns are read with Spark's binary collation (UTF8_BINARY): filters, key
+        # matches, groupBy and the person-id window then compare exact code points, dpkit's
+        # one rule, whatever collation (UTF8_LCASE, UNICODE_CI, ...) the column declares.
+        collated = [c for c, t in frame.dtypes if t.lower().startswith("string collate")]
+        if collated:
+            frame = frame.withColumns(
+                {c: functions.collate(functions.col(f"`{c}`"), "UTF8_BINARY") for c in collated}
+            )
         self._df = frame
         self._F = functions
         self._types = dict(frame.dtypes)
+        self._kinds = {c: _kind(t) for c, t in self._types.items()}
+        self._job_group = f"dpkit-{id(self):x}"  # this engine's jobs, for interrupt()
 
     # -- metadata -------------------------------------------------------------
 
@@ -69,6 +79,40 @@ class SparkEngine:
 
     # -- expressions -------------------------------------------------------------
 
+    def _literal(self, value: Any, column: str) -> Any:
+        """A literal typed as the column's declared numeric type (see ``_sql.literal``)."""
+        from dpkit.tables.values import numeric_type
+
+        v = check_literal(value, column)
+        lit = self._F.lit(v)
+        if (
+            isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and self._kinds[column] == "numeric"
+        ):
+            rep = numeric_type(self._types[column])
+            if rep.family == "decimal":
+                import decimal
+
+                return self._F.lit(decimal.Decimal(repr(v))).cast(self._types[column])
+            if not (rep.family == "integer" and isinstance(v, float)):
+                return lit.cast(self._types[column])
+        return lit
+
+    def _in_list(self, values: Sequence[Any], column: str) -> list[Any]:
+        """IN items typed as the column; fractions left out for integer columns (``_sql.in_list``)."""
+        from dpkit.tables.values import numeric_type
+
+        integer = (
+            self._kinds[column] == "numeric"
+            and numeric_type(self._types[column]).family == "integer"
+        )
+        return [
+            self._literal(v, column)
+            for v in values
+            if not (integer and isinstance(v, float) and not v.is_integer())
+        ]
+
     def _condition(self, cond: Condition) -> Any:
         F = self._F
         col = F.col(f"`{cond.column}`")
@@ -78,12 +122,14 @@ class SparkEngine:
         if op == "not null":
             return col.isNotNull()
         if op in ("in", "not in"):
-            items = [check_literal(v, cond.column) for v in cond.value]
+            items = self._in_list(cond.value, cond.column)
             if not items:
-                return F.lit(op == "not in")
+                if op == "in":
+                    return F.lit(False)
+                return F.lit(True) if not cond.value else col.isNotNull()
             member = col.isin(items)
             return member if op == "in" else ~member
-        lit = F.lit(check_literal(cond.value, cond.column))
+        lit = self._literal(cond.value, cond.column)
         return {
             "==": col == lit,
             "!=": col != lit,
@@ -108,8 +154,12 @@ class SparkEngine:
         if value.nulls == "drop":
             expr, keep = x, ~missing
         else:
-            fill = value.numeric_fill() if value.numeric else value.replacement
-            expr, keep = F.when(missing, F.lit(fill)).otherwise(x), None
+            fill = (
+                F.lit(value.numeric_fill())
+                if value.numeric
+                else self._literal(value.replacement, value.column)
+            )
+            expr, keep = F.when(missing, fill).otherwise(x), None
         if value.numeric and value.bounds is not None:
             lo, hi = F.lit(float(value.bounds[0])), F.lit(float(value.bounds[1]))
             expr = F.when(expr < lo, lo).when(expr > hi, hi).otherwise(expr)
@@ -268,7 +318,8 @@ class SparkEngine:
         F = self._F
         df = self._base(rows, value, group_by)
         if domain is not None:
-            df = df.filter(F.col(_V).isin([check_literal(v, value.column) for v in domain]))
+            items = self._in_list(domain, value.column)
+            df = df.filter(F.col(_V).isin(items) if items else F.lit(False))
         groups = self._groups(group_by)
         out = (
             df.select(
@@ -282,8 +333,14 @@ class SparkEngine:
 
     # -- plumbing ----------------------------------------------------------------
 
+    def interrupt(self) -> None:
+        """Cancel this engine's running Spark job (from another thread; a time-out)."""
+        self._df.sparkSession.sparkContext.cancelJobGroup(self._job_group)
+
     def _run(self, action: Any, what: str, cols: Sequence[str] = ()) -> Any:
         try:
+            context = self._df.sparkSession.sparkContext
+            context.setJobGroup(self._job_group, "dpkit query", interruptOnCancel=True)
             return action()
         except Exception:  # Spark raises many types (Py4J, Analysis, Arithmetic ...)
             pass  # raised below, outside the handler, so the original is not even chained

@@ -13,12 +13,11 @@ so the first and last bins also hold everything beyond them.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from dpkit._checks import exact
+from dpkit._checks import exact, float_at_most
 from dpkit.histograms._labels import bin_labels
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
@@ -30,11 +29,7 @@ __all__ = ["release", "unit_epsilon"]
 
 def unit_epsilon(epsilon: float, k: int) -> float:
     """The largest float whose exact value is at most ε/k (what a one-row method may spend)."""
-    target = exact(epsilon) / k
-    out = float(target)
-    while exact(out) > target:
-        out = math.nextafter(out, 0.0)
-    return out
+    return float_at_most(exact(epsilon) / k)
 
 
 def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:

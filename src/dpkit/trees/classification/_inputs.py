@@ -117,11 +117,6 @@ def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_],
             if str(col) in domains and len(domains[str(col)]) > 0:
                 first = next(iter(domains[str(col)]))
                 filled[col] = series.astype(object).where(~series.isna(), other=first)
-            elif isinstance(series.dtype, pd.CategoricalDtype):
-                cats = series.cat.categories
-                if len(cats) == 0:
-                    continue  # the empty-domain error comes later
-                filled[col] = series.fillna(cats[0])
             elif pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(
                 series.dtype
             ):

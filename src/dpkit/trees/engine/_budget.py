@@ -8,7 +8,6 @@ spend more than the split promised.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -16,16 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from dpkit._checks import exact
+from dpkit._checks import exact, float_at_most
 from dpkit.errors import InvalidParameterError
 
 
 def as_float_at_most(x: Fraction) -> float:
     """The largest float f with ``exact(f) <= x`` (never spends more than x)."""
-    f = float(x)
-    while exact(f) > x:
-        f = math.nextafter(f, 0.0)
-    return f
+    return float_at_most(x)
 
 
 def split_budget(

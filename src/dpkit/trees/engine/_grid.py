@@ -9,7 +9,6 @@ never values.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -19,7 +18,7 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit._checks import check_bounds
-from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
+from dpkit.errors import DataError, InvalidParameterError
 
 BOUNDS_HELP = (
     "Pass bounds=(lo, hi) for all features, bounds=(lows, highs) with one entry per "
@@ -225,21 +224,24 @@ def check_target_bounds(target_bounds: object) -> tuple[float, float]:
 
 
 def _column_kind(series: pd.Series, name: str, domains: Mapping[str, Sequence[Any]]) -> str:
-    """Categorical when declared (``domains``) or of pandas ``category`` dtype; numeric otherwise.
+    """Categorical when declared (``domains``); numeric otherwise.
 
     A column of another dtype (text, mixed) is read as numeric: values that are
-    not numbers become missing, so one odd row never decides an error.
+    not numbers become missing, so one odd row never decides an error. (An
+    undeclared ``category`` column is refused before this.)
     """
-    if name in domains or isinstance(series.dtype, pd.CategoricalDtype):
+    if name in domains:
         return "categorical"
     return "numeric"
 
 
-CATEGORY_DTYPE_WARNING = (
-    "column(s) {names} take their categories from the pandas 'category' dtype. Those are "
-    "usually built from the data (one person's rare value adds a category that the fitted "
-    "model then shows), so dpkit treats them as public only when you declare them: pass "
-    "domains={{column: [...]}} with the public list of values."
+CATEGORY_DTYPE_REFUSAL = (
+    "column(s) {names} have the pandas 'category' dtype but no declared domain. A dtype's "
+    "categories are usually built from the data (one person's rare value adds a category "
+    "that the fitted model then shows), so they are not a declaration: pass "
+    "domains={{column: [...]}} with the public list of values. If the dtype's categories "
+    "are public, declaring them is the explicit opt-in: "
+    "domains={{column: list(X[column].cat.categories)}}."
 )
 
 
@@ -262,17 +264,17 @@ class Columns:
     domains: list[tuple[Any, ...] | None]
 
 
-def split_columns(
-    X: Any, domains: Mapping[str, Sequence[Any]] | None, *, warn: bool = True
-) -> Columns:
+def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Columns:
     """Split X into per-feature arrays: floats for numeric columns, objects for categorical.
 
-    Categorical columns: a column named in ``domains`` (its declared values are
-    the public domain) or a pandas ``category`` dtype (its categories are used,
-    with a :class:`~dpkit.errors.PrivacyWarning`: they are a function of the
-    data unless declared). Nothing here refuses a value: NaN, infinities and
-    entries that are not numbers stay in the arrays (as NaN where not numbers)
-    for the estimator's per-row rule (``FeatureGrid.unusable``).
+    Categorical columns are the columns named in ``domains`` (their declared
+    values are the public domain). A pandas ``category`` column without a
+    declared domain is refused (its categories are a function of the data
+    unless declared; the message says how to declare them), whatever its
+    values: the refusal depends on the frame's dtypes and the parameters only.
+    Nothing here refuses a value: NaN, infinities and entries that are not
+    numbers stay in the arrays (as NaN where not numbers) for the estimator's
+    per-row rule (``FeatureGrid.unusable``).
     """
     domains = dict(domains or {})
     if isinstance(X, pd.DataFrame):
@@ -288,18 +290,13 @@ def split_columns(
             for name, col in zip(names, X.columns)
             if isinstance(X[col].dtype, pd.CategoricalDtype) and name not in domains
         ]
-        if undeclared and warn:
-            warnings.warn(
-                CATEGORY_DTYPE_WARNING.format(names=undeclared), PrivacyWarning, stacklevel=4
-            )
+        if undeclared:
+            raise InvalidParameterError(CATEGORY_DTYPE_REFUSAL.format(names=undeclared))
         for name, col in zip(names, X.columns):
             series = X[col]
             kind = _column_kind(series, name, domains)
             if kind == "categorical":
-                if name in domains:
-                    domain = tuple(domains[name])
-                else:
-                    domain = tuple(series.dtype.categories)  # type: ignore[union-attr]
+                domain = tuple(domains[name])
                 if len(domain) < 1:
                     raise InvalidParameterError(f"the domain of column {name!r} is empty.")
                 arrays.append(series.astype(object).to_numpy())

@@ -137,7 +137,7 @@ class DPTreeEstimatorBase(BaseEstimator):
         check_is_fitted(self, "grid_")
         if isinstance(X, pd.DataFrame):
             validate_data(self, X, reset=False, skip_check_array=True)
-            columns = split_columns(X, getattr(self, "domains", None), warn=False)
+            columns = split_columns(X, getattr(self, "domains", None))
             grid: FeatureGrid = self.grid_
             if list(columns.categorical) != list(grid.is_categorical):
                 raise DataError(
@@ -153,7 +153,7 @@ class DPTreeEstimatorBase(BaseEstimator):
                 raise DataError(
                     "this model was fitted on a DataFrame with categorical columns; predict on one too."
                 )
-            columns = split_columns(X_arr, None, warn=False)
+            columns = split_columns(X_arr, None)
         numeric_nan = self.grid_.unusable(columns.arrays) & ~self.grid_.is_categorical
         if numeric_nan.any():
             cols = np.flatnonzero(numeric_nan.any(axis=0))
