@@ -1,4 +1,4 @@
-"""A wall-clock bound for tests of work that must end (issue 26, class C7)."""
+"""A wall-clock bound for tests of work that must end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A file has one budget on the command line (issue 26 D15).
+"""A file has one budget on the command line.
 
 ``dpkit query FILE --ledger other.ledger --budget 1`` used to give a spent file
 a fresh budget, and the refusal suggested it. Now the dataset registry (the one

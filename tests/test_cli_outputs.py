@@ -1,4 +1,4 @@
-"""Nothing that can fail on public input runs after the charge, on the command line (issue 26 D16).
+"""Nothing that can fail on public input runs after the charge, on the command line.
 
 Every output of a releasing verb is checked before the charge (refusals leave
 the ledger as it was, and read nothing: the same transcript on a dataset and

@@ -1,4 +1,4 @@
-"""The README's tour runs as written (issue 11 D): every ```python block, in order, in a temp dir."""
+"""The README's tour runs as written: every ```python block, in order, in a temp dir."""
 
 from __future__ import annotations
 

@@ -2,14 +2,19 @@
 
 Exact-sampling noise mechanisms, an exact privacy budget that survives restarts,
 private queries over tables, DP histograms and DP decision trees.
+
+``import dpkit`` is cheap: the names below are loaded on first use
+(``dpkit.Session``, ``dpkit.trees.DPDecisionTreeClassifier``), so NumPy, SciPy,
+DuckDB and scikit-learn load only with the part that needs them. The layers
+and the rules between them are in ``docs/architecture.md`` and
+``tests/test_architecture.py``.
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from dpkit import histograms, local, mechanisms
-from dpkit.accounting import Accountant, Budget, ChargeRecord
+from dpkit._lazy import lazy_exports
 from dpkit.errors import (
     BudgetExceededError,
     DataError,
@@ -21,13 +26,15 @@ from dpkit.errors import (
     PrivacyWarning,
     ReleaseFailedError,
 )
-from dpkit.release import Release
-from dpkit.tables import Column, GroupedRelease, Schema, Session
 
-try:
-    __version__ = version("dpkit")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from dpkit import histograms, local, mechanisms, trees
+    from dpkit.accounting import Accountant, Budget, ChargeRecord
+    from dpkit.privacy import PrivacyReport
+    from dpkit.release import Release
+    from dpkit.tables import Column, GroupedRelease, Schema, Session
+
+    __version__: str
 
 __all__ = [
     "Accountant",
@@ -42,6 +49,7 @@ __all__ = [
     "LedgerCorruptError",
     "LedgerError",
     "LedgerLockedError",
+    "PrivacyReport",
     "PrivacyWarning",
     "Release",
     "ReleaseFailedError",
@@ -51,4 +59,41 @@ __all__ = [
     "histograms",
     "local",
     "mechanisms",
+    "trees",
 ]
+
+_getattr, _dir = lazy_exports(
+    __name__,
+    {
+        "Accountant": "dpkit.accounting",
+        "Budget": "dpkit.accounting",
+        "ChargeRecord": "dpkit.accounting",
+        "Column": "dpkit.tables",
+        "GroupedRelease": "dpkit.tables",
+        "PrivacyReport": "dpkit.privacy",
+        "Release": "dpkit.release",
+        "Schema": "dpkit.tables",
+        "Session": "dpkit.tables",
+        "histograms": "dpkit.histograms",
+        "local": "dpkit.local",
+        "mechanisms": "dpkit.mechanisms",
+        "trees": "dpkit.trees",
+    },
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # importlib.metadata costs more than the rest of `import dpkit`
+        from importlib.metadata import PackageNotFoundError, version
+
+        global __version__
+        try:
+            __version__ = version("dpkit")
+        except PackageNotFoundError:  # running from a source tree without installation
+            __version__ = "0.0.0"
+        return __version__
+    return _getattr(name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*_dir(), "__version__"})

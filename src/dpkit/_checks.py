@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 
 
-def _is_real_scalar(x: object) -> bool:
+def is_real_scalar(x: object) -> bool:
     return isinstance(x, Real | np.integer | np.floating) and not isinstance(x, bool | np.bool_)
 
 
@@ -41,7 +41,7 @@ def check_epsilon(epsilon: object, name: str = "epsilon", *, share: bool = False
     for the building blocks (mechanisms, histogram publishers) that spend a
     part of a caller's epsilon: their floor is :data:`MIN_SHARE_EPSILON`.
     """
-    if not _is_real_scalar(epsilon):
+    if not is_real_scalar(epsilon):
         raise InvalidParameterError(
             f"{name} must be a positive number, got an object of type {type(epsilon).__name__}."
         )
@@ -97,7 +97,7 @@ MEMORY_CEILING = 2 * 2**30
 
 def check_delta(delta: object, name: str = "delta", *, allow_zero: bool = True) -> float:
     """Return delta as a float after checking 0 <= delta < 1 (or 0 < delta < 1)."""
-    if not _is_real_scalar(delta):
+    if not is_real_scalar(delta):
         raise InvalidParameterError(
             f"{name} must be a number in [0, 1), got an object of type {type(delta).__name__}."
         )
@@ -115,7 +115,7 @@ def check_delta(delta: object, name: str = "delta", *, allow_zero: bool = True) 
 
 def check_sensitivity(sensitivity: object, name: str = "sensitivity") -> float:
     """Return the sensitivity as a float after checking 0 < sensitivity < inf."""
-    if not _is_real_scalar(sensitivity):
+    if not is_real_scalar(sensitivity):
         raise InvalidParameterError(
             f"{name} must be a positive number, got an object of type {type(sensitivity).__name__}."
         )
@@ -139,7 +139,7 @@ def check_bounds(bounds: object, name: str = "bounds") -> tuple[float, float]:
         raise InvalidParameterError(
             f"{name} must be a pair (lo, hi) of finite numbers, e.g. bounds=(0, 120)."
         ) from None
-    if not (_is_real_scalar(lo) and _is_real_scalar(hi)):
+    if not (is_real_scalar(lo) and is_real_scalar(hi)):
         raise InvalidParameterError(f"{name} must be a pair (lo, hi) of numbers.")
     lo_f = _as_float(lo, name, "a pair of finite numbers")
     hi_f = _as_float(hi, name, "a pair of finite numbers")
@@ -161,7 +161,7 @@ def check_bounds(bounds: object, name: str = "bounds") -> tuple[float, float]:
 def check_level(level: object) -> float:
     """Check a confidence level in (0, 1) and return it as a float."""
     message = "level must be in (0, 1), e.g. 0.95."
-    if not _is_real_scalar(level):
+    if not is_real_scalar(level):
         raise InvalidParameterError(message)
     value = _as_float(level, "level", "in (0, 1)")
     if not 0 < value < 1:

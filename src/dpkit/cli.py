@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 import dpkit
 from dpkit._cli_friendly import friendly as _friendly
+from dpkit._cli_options import (
+    LEDGER,
+    OUTPUT,
+    SEED,
+    OptionGroup,
+    choices,
+    grouped,
+    numbers,
+    option,
+)
+from dpkit._cli_query import DRY_RUN, QUERY, SOURCE, QueryCommand
+from dpkit.histograms.methods import PUBLISHERS_1D, PUBLISHERS_2D
 
 app = typer.Typer(
     help="dpkit: differentially private data analysis.",
@@ -42,101 +55,76 @@ def demo(
     run_demo(seed=seed)
 
 
+#: The public unit bins of ``dpkit histogram`` (see :func:`dpkit.histograms._cli.unit_edges`).
+_UNIT_BINS = OptionGroup(
+    (
+        option(
+            "bounds",
+            tuple[float, float] | None,
+            None,
+            "--bounds",
+            help="Public range LO HI of the unit bins.",
+        ),
+        option("units", int | None, None, "--units", help="Number of unit bins within --bounds."),
+        option("width", float | None, None, "--width", help="Width of a unit bin within --bounds."),
+        option(
+            "edges",
+            str | None,
+            None,
+            "--edges",
+            help="Explicit public unit-bin edges, comma-separated.",
+        ),
+    ),
+    lambda edges, **bins: {**bins, "edges": None if edges is None else numbers(edges, "--edges")},
+)
+#: The publishers' own options (:class:`dpkit.histograms._cli.HistogramOptions`).
+_PUBLISHER_OPTIONS = OptionGroup(
+    (
+        option("n_bins", int | None, None, "--n-bins", help="Number of merged bins k (noise_first, structure_first)."),
+        option(
+            "max_count", float | None, None, "--max-count",
+            help="Public upper bound F on a unit count (structure_first); for auto, on the rows.",
+        ),
+        option("workload", str, "ranges", "--workload", help="Queries to serve (hb, dawa, auto): ranges | prefixes | units."),
+        option("statistic", str, "mean", "--statistic", help="mean (SSE) or median (SAE) bins."),
+        option("branching", int | None, None, "--branching", help="Branching factor (hierarchical)."),
+        option("selection", str, "paper", "--selection", help="noise_first k rule: paper | penalised."),
+        option("sampler", str, "paper", "--sampler", help="structure_first sampler: paper | joint."),
+    )
+)  # fmt: skip
+
+
 @app.command()
 @_friendly
+@grouped(bins=_UNIT_BINS, options=_PUBLISHER_OPTIONS, seed=SEED, ledger=LEDGER, output=OUTPUT)
 def histogram(
     table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
     column: str = typer.Argument(..., help="The numeric column to histogram."),
-    method: str = typer.Option(
-        "structure-first",
-        help="laplace | hierarchical | noise-first | structure-first | hb | ahp | dawa | auto",
-    ),
+    method: str = typer.Option("structure_first", help=choices(PUBLISHERS_1D)),
     epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
-    bounds: tuple[float, float] | None = typer.Option(
-        None, help="Public range LO HI of the unit bins."
-    ),
-    units: int | None = typer.Option(None, help="Number of unit bins within --bounds."),
-    width: float | None = typer.Option(None, help="Width of a unit bin within --bounds."),
-    edges: str | None = typer.Option(None, help="Explicit public unit-bin edges, comma-separated."),
-    n_bins: int | None = typer.Option(
-        None, help="Number of merged bins k (NoiseFirst/StructureFirst)."
-    ),
-    max_count: float | None = typer.Option(
-        None,
-        help="Public upper bound F on a unit count (StructureFirst); for auto, on the rows.",
-    ),
-    workload: str = typer.Option(
-        "ranges", help="Queries to serve (hb, dawa, auto): ranges | prefixes | units."
-    ),
-    statistic: str = typer.Option("mean", help="mean (SSE) or median (SAE) bins."),
-    branching: int | None = typer.Option(None, help="Branching factor (hierarchical)."),
-    selection: str = typer.Option("paper", help="NoiseFirst k rule: paper | penalised."),
-    sampler: str = typer.Option("paper", help="StructureFirst sampler: paper | joint."),
+    bins: Any = None,
+    options: Any = None,
     plot: Path | None = typer.Option(None, help="Save a picture with error bars (PNG, SVG, PDF)."),
-    seed: int | None = typer.Option(
-        None, help="Seed for reproducible noise (tests only; never publish)."
-    ),
-    ledger: Path | None = typer.Option(
-        None, help="Ledger that records spending (default: the file's own, see docs)."
-    ),
-    budget: float | None = typer.Option(
-        None, help="Total ε of this dataset, given once to create its ledger."
-    ),
-    out_file: Path | None = typer.Option(
-        None, "--out", help="Also save the whole release (every bin and field) as JSON."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole release as JSON."),
-    new_ledger: bool = typer.Option(
-        False,
-        "--new-ledger",
-        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
-        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
-    ),
+    seed: Any = None,
+    ledger: Any = None,
+    output: Any = None,
 ) -> None:
     """Publish a DP histogram of a CSV column over public bins (paid from the file's ledger)."""
     from dpkit.histograms._cli import histogram_command
 
-    parsed_edges = None
-    if edges is not None:
-        try:
-            parsed_edges = [float(x) for x in edges.split(",") if x.strip()]
-        except ValueError:
-            raise dpkit.InvalidParameterError(
-                "--edges must be comma-separated numbers, e.g. 0,10,20,40."
-            ) from None
     histogram_command(
-        table,
-        column,
-        method,
-        epsilon,
-        bounds=bounds,
-        units=units,
-        width=width,
-        edges=parsed_edges,
-        n_bins=n_bins,
-        max_count=max_count,
-        statistic=statistic,
-        branching=branching,
-        selection=selection,
-        sampler=sampler,
-        workload=workload,
-        plot=plot,
-        seed=seed,
-        ledger=ledger,
-        budget=budget,
-        out_file=out_file,
-        as_json=as_json,
-        new_ledger=new_ledger,
+        table, column, method, epsilon, **bins, **options, plot=plot, **seed, **ledger, **output
     )
 
 
 @app.command()
 @_friendly
+@grouped(seed=SEED, ledger=LEDGER, output=OUTPUT)
 def histogram2d(
     table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
     x: str = typer.Argument(..., help="The numeric column on the horizontal axis."),
     y: str = typer.Argument(..., help="The numeric column on the vertical axis."),
-    method: str = typer.Option("auto2d", help="auto2d | agrid | ugrid | dawa2d | laplace2d"),
+    method: str = typer.Option("auto2d", help=choices(PUBLISHERS_2D)),
     epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
     x_bounds: tuple[float, float] | None = typer.Option(None, help="Public range LO HI of x."),
     y_bounds: tuple[float, float] | None = typer.Option(None, help="Public range LO HI of y."),
@@ -145,46 +133,21 @@ def histogram2d(
         None, help="Public number of rows (auto2d, agrid, ugrid); else 5% of ε buys a count."
     ),
     plot: Path | None = typer.Option(None, help="Save a heat map (PNG, SVG, PDF)."),
-    seed: int | None = typer.Option(
-        None, help="Seed for reproducible noise (tests only; never publish)."
-    ),
-    ledger: Path | None = typer.Option(
-        None, help="Ledger that records spending (default: the file's own, see docs)."
-    ),
-    budget: float | None = typer.Option(
-        None, help="Total ε of this dataset, given once to create its ledger."
-    ),
-    out_file: Path | None = typer.Option(
-        None, "--out", help="Also save the whole release (every bin and field) as JSON."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole release as JSON."),
-    new_ledger: bool = typer.Option(
-        False,
-        "--new-ledger",
-        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
-        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
-    ),
+    seed: Any = None,
+    ledger: Any = None,
+    output: Any = None,
 ) -> None:
     """Publish a DP 2-D histogram (a map) of two CSV columns over public cells."""
     from dpkit.histograms._cli_grid import histogram2d_command
 
+    cells: dict[str, Any] = {
+        "x_bounds": x_bounds,
+        "y_bounds": y_bounds,
+        "units": units,
+        "n_records": n_records,
+    }
     histogram2d_command(
-        table,
-        x,
-        y,
-        method,
-        epsilon,
-        x_bounds=x_bounds,
-        y_bounds=y_bounds,
-        units=units,
-        n_records=n_records,
-        plot=plot,
-        seed=seed,
-        ledger=ledger,
-        budget=budget,
-        out_file=out_file,
-        as_json=as_json,
-        new_ledger=new_ledger,
+        table, x, y, method, epsilon, **cells, plot=plot, **seed, **ledger, **output
     )
 
 
@@ -222,71 +185,22 @@ def budget(
         accountant.close()
 
 
-@app.command()
+@app.command(cls=QueryCommand)
 @_friendly
+@grouped(query=QUERY, source=SOURCE, dry_run=DRY_RUN, ledger=LEDGER, output=OUTPUT)
 def query(
     table: Path = typer.Argument(..., help="A CSV or Parquet file.", exists=True, dir_okay=False),
-    query: str = typer.Argument(
-        ..., help="count, sum, mean, variance, std, quantile, median, min, max, mode or histogram."
-    ),
-    column: str | None = typer.Argument(None, help="The column (optional for count)."),
-    epsilon: float = typer.Option(..., help="Privacy budget this query spends."),
-    bounds: tuple[float, float] | None = typer.Option(None, help="Public bounds: --bounds LO HI."),
-    schema: Path | None = typer.Option(None, help="Schema file (.json, .toml, .yaml)."),
-    group_by: list[str] | None = typer.Option(
-        None, "--group-by", help="Group-by column (repeatable)."
-    ),
-    keys: list[str] | None = typer.Option(
-        None, "--keys", help="A public key (repeatable; 'A|x' for two columns), or 'private'."
-    ),
-    where: list[str] | None = typer.Option(
-        None, "--where", help="Filter: district=A, age>=18, region=N,S (repeatable)."
-    ),
-    q: float | None = typer.Option(None, "--q", help="Quantile for quantile (or min/max)."),
-    bins: int | None = typer.Option(None, help="Equal-width histogram bins over --bounds."),
-    domain: list[str] | None = typer.Option(None, "--domain", help="Public category (repeatable)."),
-    delta: float = typer.Option(0.0, help="δ this query spends (only with --keys private)."),
-    budget: float | None = typer.Option(
-        None, help="Total ε of this dataset, given once to create its ledger."
-    ),
-    budget_delta: float | None = typer.Option(
-        None, "--budget-delta", help="Total δ of this dataset (with --budget, when creating)."
-    ),
-    ledger: Path | None = typer.Option(
-        None, help="Ledger that records spending (default: the file's own, see docs)."
-    ),
-    types: list[str] | None = typer.Option(
-        None, "--type", help="Declared column type COLUMN=TYPE (repeatable), e.g. age=DOUBLE."
-    ),
-    infer_types: bool = typer.Option(
-        False, "--infer-types", help="Take undeclared column types from the file (warns)."
-    ),
-    privacy_unit: str | None = typer.Option(None, "--privacy-unit", help="Person-id column."),
-    max_contributions: int = typer.Option(1, "--max-contributions", help="Rows kept per person."),
-    level: float = typer.Option(0.95, help="Confidence level of the intervals."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    out_file: Path | None = typer.Option(
-        None, "--out", help="Also save the whole release as JSON."
-    ),
-    new_ledger: bool = typer.Option(
-        False,
-        "--new-ledger",
-        help="Owner only: start a second budget (--ledger NEW --budget E) for data that already "
-        "has a ledger; its total privacy loss becomes the sum. See docs/accounting.md.",
-    ),
+    query: Any = None,
+    source: Any = None,
+    dry_run: Any = None,
+    ledger: Any = None,
+    output: Any = None,
 ) -> None:
     """Answer one private query about a table (DuckDB), with error bounds."""
     from dpkit.tables._cli import query_command
 
-    raise typer.Exit(
-        query_command(
-            table, query, column, epsilon=epsilon, bounds=bounds, schema=schema, group_by=group_by,
-            keys=keys, where=where, q=q, bins=bins, domain=domain, delta=delta, budget=budget,
-            budget_delta=budget_delta, ledger=ledger, privacy_unit=privacy_unit,
-            max_contributions=max_contributions, level=level, as_json=as_json, types=types,
-            infer_types=infer_types, out_file=out_file, new_ledger=new_ledger,
-        )
-    )  # fmt: skip
+    code = query_command(table, query, source=source, ledger=ledger, **dry_run, **output)
+    raise typer.Exit(code)
 
 
 reproduce_app = typer.Typer(
@@ -483,7 +397,7 @@ def walkthrough_titanic(
     from dpkit.walkthroughs.titanic import run
 
     path = _public_data_path(public_data, "dpkit walkthrough titanic", data, "titanic.csv")
-    run(path, epsilon=epsilon, splits=splits, seed=seed)
+    run(path, epsilon=epsilon, splits=splits, rng=seed)
 
 
 @app.command()

@@ -42,6 +42,7 @@ from dpkit.errors import (
 )
 from dpkit.release import Release
 from dpkit.service.encoding import release_from_json
+from dpkit.tables.query_methods import QueryMethods
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.specs import QuerySpec
 
@@ -173,8 +174,16 @@ class Client:
         self.close()
 
 
-class RemoteDataset:
-    """One dataset of the service, queried like a :class:`dpkit.Session`."""
+class RemoteDataset(QueryMethods):
+    """One dataset of the service, queried like a :class:`dpkit.Session`.
+
+    The query methods (``count`` ... ``histogram2d``) come from the registry of
+    kinds (:class:`~dpkit.tables.query_methods.QueryMethods`), with the Session's
+    parameters; the arguments given are sent as they are (the service fills the
+    defaults and checks them).
+    """
+
+    _strict_arguments = False
 
     def __init__(self, http: _Http, name: str, *, twin: bool) -> None:
         self._http, self.name, self._twin = http, name, twin
@@ -214,47 +223,6 @@ class RemoteDataset:
             retry_key=uuid.uuid4().hex,
         )
         return release_from_json(body["release"], remaining=_budget(body["remaining"]))
-
-    def _query(self, kind: str, column: str | None, params: Mapping[str, Any]) -> Result:
-        given = {k: v for k, v in params.items() if v is not None}
-        return self.answer(QuerySpec(kind, column, **given))
-
-    # The query methods of dpkit.Session, with its parameters (see its docstrings).
-    def count(self, column: str | None = None, **params: Any) -> Result:
-        return self._query("count", column, params)
-
-    def sum(self, column: str, **params: Any) -> Result:
-        return self._query("sum", column, params)
-
-    def mean(self, column: str, **params: Any) -> Result:
-        return self._query("mean", column, params)
-
-    def variance(self, column: str, **params: Any) -> Result:
-        return self._query("variance", column, params)
-
-    def std(self, column: str, **params: Any) -> Result:
-        return self._query("std", column, params)
-
-    def quantile(self, column: str, q: float, **params: Any) -> Result:
-        return self._query("quantile", column, {**params, "q": q})
-
-    def median(self, column: str, **params: Any) -> Result:
-        return self._query("median", column, params)
-
-    def min(self, column: str, **params: Any) -> Result:
-        return self._query("min", column, params)
-
-    def max(self, column: str, **params: Any) -> Result:
-        return self._query("max", column, params)
-
-    def mode(self, column: str, **params: Any) -> Result:
-        return self._query("mode", column, params)
-
-    def histogram(self, column: str, **params: Any) -> Result:
-        return self._query("histogram", column, params)
-
-    def histogram2d(self, x: str, y: str, **params: Any) -> Result:
-        return self._query("histogram2d", x, {**params, "y_column": y})
 
 
 class AdminClient:

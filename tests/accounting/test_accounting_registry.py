@@ -1,4 +1,4 @@
-"""One budget per dataset (issue 26 D15): the dataset -> ledger registry, in the library.
+"""One budget per dataset: the dataset -> ledger registry, in the library.
 
 A ledger refuses another dataset (test_accounting_ledger_identity.py); here the
 other direction: a dataset that has a ledger is refused a second one, in a file

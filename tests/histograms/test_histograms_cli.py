@@ -76,7 +76,7 @@ def test_command_errors(table: Path) -> None:
         histogram_command(table, "height", "laplace", 1.0, bounds=(0, 1), units=2, console=console)
     with pytest.raises(InvalidParameterError, match="max-count"):
         histogram_command(
-            table, "age", "structure-first", 1.0, bounds=(0, 100), units=10, console=console
+            table, "age", "structure_first", 1.0, bounds=(0, 100), units=10, console=console
         )
     with pytest.raises(InvalidParameterError, match="method"):
         histogram_command(table, "age", "wavelet", 1.0, bounds=(0, 100), units=10, console=console)
@@ -109,7 +109,7 @@ def test_a_histogram_too_big_for_memory_is_refused_before_anything_is_spent(tabl
         histogram_command(
             table,
             "age",
-            "noise-first",
+            "noise_first",
             1.0,
             bounds=(0, 100),
             width=0.001,
@@ -140,7 +140,7 @@ def test_plots_render(tmp_path: Path) -> None:
 
 def test_bin_labels_read_well_and_the_table_says_how_values_are_clipped(tmp_path: Path) -> None:
     """Issue 11 D: labels such as [4.665e+04, 4.665e+04] told nothing apart."""
-    from dpkit.histograms._labels import bin_labels
+    from dpkit.histograms.labels import bin_labels
 
     assert bin_labels([46650.0, 46650.5, 46651.0]) == ["[46650, 46650.5)", "[46650.5, 46651]"]
     path = tmp_path / "incomes.csv"

@@ -1,4 +1,4 @@
-"""DAWA's private partition (issue 26, B4): sensitivity, post-processing, audits, transcripts.
+"""DAWA's private partition: sensitivity, post-processing, audits, transcripts.
 
 The old stage 1 clipped each noisy bucket cost at its floor and leaned on a
 shift argument that the clipping breaks: on 32 zero counts vs one row in bin
@@ -330,7 +330,7 @@ def _own_bucket_audit(a: list[Partition], b: list[Partition], where: int) -> Aud
 
 
 @pytest.mark.parametrize("layout", ["1d", "2d"])
-def test_partition_audit_at_the_issue_example(layout: str) -> None:
+def test_partition_audit_isolated_bucket_at_epsilon_8(layout: str) -> None:
     """epsilon = 8, share 0.5 (epsilon_1 = 4), zeros vs one row: the issue's event.
 
     dpkit's stage passes; the old clipping stage (the event almost never

@@ -62,7 +62,7 @@ def test_unbiased_variance_matches_formula_and_intervals_cover(cls):
     assert 0.8 < ratio.mean() < 1.2, ratio
     assert np.all((ratio > 0.7) & (ratio < 1.3)), ratio
     # The 95% normal-approximation intervals cover the truth about 95% of the time.
-    covered = [(e.ci_low <= TRUE_COUNTS) & (TRUE_COUNTS <= e.ci_high) for e in estimates]
+    covered = [(e.ci[0] <= TRUE_COUNTS) & (TRUE_COUNTS <= e.ci[1]) for e in estimates]
     assert 0.93 < np.mean(covered) < 0.97
 
 
@@ -74,10 +74,10 @@ def test_estimate_fields_and_labels(cls):
     est = oracle.estimate(oracle.perturb(values, rng=3), level=0.9)
     assert isinstance(est, FrequencyEstimate)
     assert est.domain == tuple(labels) and est.n == 400 and est.oracle == oracle.name
-    assert np.all(est.ci_low < est.counts) and np.all(est.counts < est.ci_high)
+    assert np.all(est.ci[0] < est.counts) and np.all(est.counts < est.ci[1])
     assert np.allclose(est.frequencies, est.counts / 400)
     z = 1.6448536269514722
-    assert np.allclose(est.ci_high - est.counts, z * np.sqrt(est.variance))
+    assert np.allclose(est.ci[1] - est.counts, z * np.sqrt(est.variance))
     assert np.all(est.variance > 0)
 
 

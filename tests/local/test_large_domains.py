@@ -1,4 +1,4 @@
-"""Large domains (issue 26, class B6): oracles never materialise a domain given as a size.
+"""Large domains: oracles never materialise a domain given as a size.
 
 OLH and Hadamard response perturb in O(n) memory whatever d (checked with
 tracemalloc at d = 2^26 and 2^40); estimates over declared candidates are

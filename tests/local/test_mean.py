@@ -41,7 +41,7 @@ def test_estimates_are_unbiased_with_the_stated_variance_and_coverage(
         assert stated == pytest.approx(sd**2, rel=0.05)
     else:  # the worst case over values: never below the truth
         assert stated >= sd**2
-    covered = np.mean([e.ci_low <= v.mean() <= e.ci_high for e in estimates])
+    covered = np.mean([e.ci[0] <= v.mean() <= e.ci[1] for e in estimates])
     assert 0.92 <= covered <= (0.98 if name == "duchi" else 1.0)
 
 

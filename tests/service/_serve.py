@@ -3,7 +3,7 @@
     python tests/service/_serve.py CONFIG PORT
 
 builds the app exactly as ``dpkit serve --config CONFIG`` does
-(``create_app(load_config(CONFIG))``) and serves it with Uvicorn on
+(``create_app(load_config(CONFIG))``, the same keep-alive) and serves it with Uvicorn on
 127.0.0.1:PORT, quietly. The tests kill it with SIGKILL to check what a crash
 leaves behind, so it holds no state of its own besides the store.
 """
@@ -14,14 +14,21 @@ import sys
 
 import uvicorn
 
-from dpkit.service.app import create_app
+from dpkit.service.app import KEEP_ALIVE_SECONDS, create_app
 from dpkit.service.config import load_config
 
 
 def main(argv: list[str]) -> None:
     config_path, port = argv[1], int(argv[2])
     app = create_app(load_config(config_path))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
 
 
 if __name__ == "__main__":

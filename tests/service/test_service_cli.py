@@ -24,7 +24,7 @@ def test_remote_and_admin_verbs(live_service: tuple[str, dict[str, str]]) -> Non
     code, out = _run("remote", "datasets", env=analyst)
     assert code == 0 and json.loads(out)[0]["name"] == "patients"
     code, out = _run(
-        "remote", "query", "patients", "mean", "age", "--epsilon", "0.05", "--bounds", "0,120",
+        "remote", "query", "patients", "mean", "age", "--epsilon", "0.05", "--bounds", "0", "120",
         "--where", "district==Ba Dinh", env=analyst,
     )  # fmt: skip
     body = json.loads(out)
@@ -37,6 +37,14 @@ def test_remote_and_admin_verbs(live_service: tuple[str, dict[str, str]]) -> Non
     assert code == 0 and "patients" in out
     code, out = _run("remote", "history", env=analyst)
     assert code == 0 and len(json.loads(out)) == 1
+    old = runner.invoke(
+        app,
+        ["remote", "query", "patients", "mean", "age", "--epsilon", "0.05", "--bounds", "0,120",
+         "--where", "district=Ba Dinh", "--twin"],
+        env=analyst,
+    )  # fmt: skip  # the old remote syntax, one more release
+    assert old.exit_code == 0 and json.loads(old.stdout)["twin"] is True
+    assert "--bounds 0 120" in old.stderr and "district==VALUE" in old.stderr
     code, out = _run(
         "remote", "query", "patients", "mean", "nope", "--epsilon", "0.1", "--bounds", "0,1",
         env=analyst,

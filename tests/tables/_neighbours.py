@@ -2,7 +2,7 @@
 
 A *transcript* of a call on a :class:`~dpkit.tables.Session` is everything the
 adversary of ``docs/threat-model.md`` reads: the exception (type and message)
-or the result's type, its public fields (ε, δ, level, mechanism, remaining,
+or the result's type, its public fields (ε, δ, level, mechanism, remaining, privacy,
 the ``details`` that must not depend on data), the CI's half-width for
 additive mechanisms, the warnings, and the ledger (labels and costs). On two
 neighbouring tables with the noise seeded alike, transcripts must be equal.
@@ -241,6 +241,7 @@ def _release_view(r: Any, opts: Options) -> dict[str, Any]:
         "level": r.level,
         "mechanism": r.mechanism,
         "remaining": r.remaining,
+        "privacy": r.privacy,  # the whole report: a function of public input only
         "details": public_details(r.details, opts),
     }
     if isinstance(r, GroupedRelease):

@@ -1,4 +1,4 @@
-"""Every query ends (issue 26, class C7): hostile epsilons are refused before the charge.
+"""Every query ends: hostile epsilons are refused before the charge.
 
 At ε = 1e-100 a histogram's confidence-interval search used to run forever
 (holding the dataset); other kinds failed after the charge. Now every epsilon

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from dpkit._cli_query import QueryOptions
 from dpkit.tables._cli import query_command
 
 from .conftest import SECRET
@@ -25,12 +26,26 @@ def csv(people: pd.DataFrame, tmp_path: Path) -> Path:
 TYPES = "age=DOUBLE,income=DOUBLE,district=VARCHAR,pid=BIGINT,smoker=BOOLEAN,note=VARCHAR"
 
 
-def run(*args: object, **kwargs: object) -> tuple[int, str]:
+_LEDGER = ("ledger", "budget", "budget_delta", "new_ledger")
+_SOURCE = ("schema", "types", "infer_types", "privacy_unit", "max_contributions")
+
+
+def run(table: Path, kind: str, column: str | None, **kwargs: object) -> tuple[int, str]:
+    """``dpkit query TABLE KIND COLUMN`` with the options as keywords (grouped as the CLI does)."""
     buffer = io.StringIO()
     kwargs.setdefault("budget", 100.0)  # creates the file's default ledger on first use
     kwargs.setdefault("budget_delta", 1e-3)
     kwargs.setdefault("types", [TYPES])  # every column declared (issue 26 A3)
-    code = query_command(*args, console=Console(file=buffer, width=1000), **kwargs)  # type: ignore[arg-type]
+    ledger = {k: kwargs.pop(k) for k in _LEDGER if k in kwargs}
+    source = {k: kwargs.pop(k) for k in _SOURCE if k in kwargs}
+    as_json = bool(kwargs.pop("as_json", False))
+    if kwargs.get("keys") == ["private"]:  # the current spelling of the deprecated --keys private
+        kwargs["keys"], kwargs["private_keys"] = None, True
+    query = QueryOptions(kind, column, **kwargs)  # type: ignore[arg-type]
+    console = Console(file=buffer, width=1000)
+    code = query_command(
+        table, query, source=source, ledger=ledger, as_json=as_json, console=console
+    )
     return code, buffer.getvalue()
 
 
@@ -43,7 +58,7 @@ def test_json_group_by_mean(csv: Path) -> None:
         bounds=(0, 120),
         group_by=["district"],
         keys=["A", "B", "Z"],
-        where=["smoker=false"],
+        where=["smoker==false"],
         as_json=True,
     )
     assert code == 0

@@ -1,4 +1,4 @@
-"""Regression tests for issue 11's leak classes in the session layer (each failed before the fix).
+"""The session layer's leak classes, one reproduction each (each failed before its fix).
 
 Each test runs the same call on neighbouring tables (one person added or
 removed) or with hostile public input, and checks that what the analyst sees

@@ -87,8 +87,8 @@ def test_budget_adds_up_exactly(algorithm: str, max_depth: Any) -> None:
             count_share=0.2 if algorithm == "greedy" else 0.0,
             random_state=0,
         ).fit(X, y)
-        assert m.privacy_["total"] == exact(eps)
-        parts = m.privacy_["queries"]
+        assert m.privacy_.details["total"] == exact(eps)
+        parts = m.privacy_.details["queries"]
         assert math.isclose(
             sum(p["epsilon"] * p["uses"] for p in parts.values()), eps, rel_tol=1e-12
         )
@@ -114,7 +114,7 @@ def test_budget_split_is_exact_for_any_setting(
         classes=[0, 1],
         random_state=1,
     ).fit(X, y)
-    assert m.privacy_["total"] == exact(eps)
+    assert m.privacy_.details["total"] == exact(eps)
 
 
 def test_level_budgets_are_exact_and_geometric() -> None:
@@ -136,8 +136,8 @@ def test_forest_budget_parallel_or_sequential(partition: str) -> None:
         classes=[0, 1],
         random_state=0,
     ).fit(X, y)
-    assert m.privacy_["total"] == 1
-    parts = m.privacy_["queries"]
+    assert m.privacy_.details["total"] == 1
+    parts = m.privacy_.details["queries"]
     if partition == "disjoint":
         # Each tree has the full epsilon on its own rows: the per-tree parts sum to epsilon.
         assert all(k.startswith("per_tree_") for k in parts)
@@ -301,7 +301,7 @@ def test_random_structure_ignores_the_labels() -> None:
     ).fit(X, 1 - y)
     assert np.array_equal(a.tree_.feature, b.tree_.feature)
     assert np.array_equal(a.tree_.cut, b.tree_.cut)
-    assert set(a.privacy_["queries"]) == {"leaf", "row_count"}
+    assert set(a.privacy_.details["queries"]) == {"leaf", "row_count"}
 
 
 # --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dpkit._checks import exact
 from dpkit.errors import InvalidParameterError
-from dpkit.trees.engine._budget import BudgetPlan, as_float_at_most, randomness, split_budget
+from dpkit.trees.engine._budget import BudgetPlan, as_float_at_most, randomness
 
 
 @settings(max_examples=200, deadline=None)
@@ -21,21 +21,6 @@ def test_float_handed_to_mechanisms_never_exceeds_the_fraction(num: int, den: in
     f = as_float_at_most(x)
     assert exact(f) <= x
     assert abs(f - float(x)) <= 4 * np.spacing(float(x))
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    eps=st.floats(1e-3, 100, allow_nan=False),
-    weights=st.lists(st.integers(0, 50), min_size=1, max_size=6).filter(lambda w: sum(w) > 0),
-)
-def test_split_budget_sums_exactly(eps: float, weights: list[int]) -> None:
-    parts = split_budget(eps, {str(i): w for i, w in enumerate(weights)})
-    assert sum(parts.values(), Fraction(0)) == exact(eps)
-
-
-def test_split_budget_refuses_all_zero() -> None:
-    with pytest.raises(InvalidParameterError):
-        split_budget(1.0, {"a": 0})
 
 
 def test_plan_total_counts_uses() -> None:

@@ -1,4 +1,4 @@
-"""End-to-end privacy of the tree estimators (issue 11 C): transcripts and statistical audits.
+"""End-to-end privacy of the tree estimators: transcripts and statistical audits.
 
 *Transcripts*: the same fit on a dataset and a neighbour (one row added or
 removed), with the noise fixed by ``random_state``, must give the same

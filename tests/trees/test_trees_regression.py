@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpkit.reproduce._paper_trees import _sae, paper_mse
 from dpkit.trees.engine._budget import randomness
 from dpkit.trees.engine._growth import (
     apply,
@@ -26,6 +25,7 @@ from dpkit.trees.regression._criteria import (
     shrunk_means,
     sse_gain,
 )
+from dpkit.trees.regression._paper import _sae, paper_mse
 
 
 def split_utilities(codes: np.ndarray, y: np.ndarray, n_bins: np.ndarray) -> np.ndarray:

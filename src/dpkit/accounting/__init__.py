@@ -3,22 +3,29 @@
 See ``docs/accounting.md`` for the theorems used and the ledger's guarantees.
 """
 
-from dpkit.accounting.accountant import Accountant, ChargeRecord, ParallelScope, Part
-from dpkit.accounting.budget import Budget
-from dpkit.accounting.charging import as_accountant, charge_and_run
-from dpkit.accounting.composition import (
-    COMPOSITION_RULES,
-    advanced_composition,
-    basic_composition,
-    dp_to_zcdp,
-    drv_composition,
-    largest_rho,
-    parallel_composition,
-    tightest_composition,
-    zcdp_composition,
-    zcdp_to_dp,
-    zcdp_to_dp_simple,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from dpkit.accounting.accountant import Accountant, ChargeRecord, ParallelScope, Part
+    from dpkit.accounting.budget import Budget
+    from dpkit.accounting.charging import as_accountant, charge_and_run
+    from dpkit.accounting.composition import (
+        COMPOSITION_RULES,
+        advanced_composition,
+        basic_composition,
+        dp_to_zcdp,
+        drv_composition,
+        largest_rho,
+        parallel_composition,
+        tightest_composition,
+        zcdp_composition,
+        zcdp_to_dp,
+        zcdp_to_dp_simple,
+    )
 
 __all__ = [
     "COMPOSITION_RULES",
@@ -40,3 +47,27 @@ __all__ = [
     "zcdp_to_dp",
     "zcdp_to_dp_simple",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Accountant": "dpkit.accounting.accountant",
+        "Budget": "dpkit.accounting.budget",
+        "COMPOSITION_RULES": "dpkit.accounting.composition",
+        "ChargeRecord": "dpkit.accounting.accountant",
+        "ParallelScope": "dpkit.accounting.accountant",
+        "Part": "dpkit.accounting.accountant",
+        "advanced_composition": "dpkit.accounting.composition",
+        "as_accountant": "dpkit.accounting.charging",
+        "basic_composition": "dpkit.accounting.composition",
+        "charge_and_run": "dpkit.accounting.charging",
+        "dp_to_zcdp": "dpkit.accounting.composition",
+        "drv_composition": "dpkit.accounting.composition",
+        "largest_rho": "dpkit.accounting.composition",
+        "parallel_composition": "dpkit.accounting.composition",
+        "tightest_composition": "dpkit.accounting.composition",
+        "zcdp_composition": "dpkit.accounting.composition",
+        "zcdp_to_dp": "dpkit.accounting.composition",
+        "zcdp_to_dp_simple": "dpkit.accounting.composition",
+    },
+)

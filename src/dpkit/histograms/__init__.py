@@ -30,24 +30,36 @@ axes) return a :class:`PublishedGrid` with rectangle queries
 * :func:`auto2d` — the default: AGrid, or 2-D Laplace when counts are large
   (:func:`choose_grid_method`, from the California benchmark).
 
+:mod:`dpkit.histograms.methods` lists every publisher once, by its one name
+(``PUBLISHERS_1D``, ``PUBLISHERS_2D``); :func:`publisher` looks one up.
+
 Every publisher is epsilon-DP for datasets differing in one row (one unit count
 changes by 1); its docstring gives the sensitivity argument. See
 ``docs/histograms.md`` for the evaluation on real data.
 """
 
-from dpkit.histograms._grid import PublishedGrid
-from dpkit.histograms._optimal import interval_costs, optimal_histogram
-from dpkit.histograms._published import PublishedHistogram, answer
-from dpkit.histograms.ahp import ahp
-from dpkit.histograms.dawa import dawa
-from dpkit.histograms.dawa2d import dawa2d
-from dpkit.histograms.grids import agrid, auto2d, choose_grid_method, laplace2d, ugrid
-from dpkit.histograms.hb import hb
-from dpkit.histograms.hierarchical import hierarchical
-from dpkit.histograms.laplace import laplace
-from dpkit.histograms.noise_first import noise_first
-from dpkit.histograms.select import auto, choose_method
-from dpkit.histograms.structure_first import structure_first
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from dpkit.histograms import methods
+    from dpkit.histograms._grid import PublishedGrid
+    from dpkit.histograms._optimal import interval_costs, optimal_histogram
+    from dpkit.histograms._published import PublishedHistogram, answer
+    from dpkit.histograms.ahp import ahp
+    from dpkit.histograms.dawa import dawa
+    from dpkit.histograms.dawa2d import dawa2d
+    from dpkit.histograms.grids import agrid, auto2d, choose_grid_method, laplace2d, ugrid
+    from dpkit.histograms.hb import hb
+    from dpkit.histograms.hierarchical import hierarchical
+    from dpkit.histograms.laplace import laplace
+    from dpkit.histograms.methods import publisher
+    from dpkit.histograms.noise_first import noise_first
+    from dpkit.histograms.select import auto, choose_method
+    from dpkit.histograms.structure_first import structure_first
 
 __all__ = [
     "PublishedGrid",
@@ -66,8 +78,38 @@ __all__ = [
     "interval_costs",
     "laplace",
     "laplace2d",
+    "methods",
     "noise_first",
     "optimal_histogram",
+    "publisher",
     "structure_first",
     "ugrid",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "PublishedGrid": "dpkit.histograms._grid",
+        "PublishedHistogram": "dpkit.histograms._published",
+        "agrid": "dpkit.histograms.grids",
+        "ahp": "dpkit.histograms.ahp",
+        "answer": "dpkit.histograms._published",
+        "auto": "dpkit.histograms.select",
+        "auto2d": "dpkit.histograms.grids",
+        "choose_grid_method": "dpkit.histograms.grids",
+        "choose_method": "dpkit.histograms.select",
+        "dawa": "dpkit.histograms.dawa",
+        "dawa2d": "dpkit.histograms.dawa2d",
+        "hb": "dpkit.histograms.hb",
+        "hierarchical": "dpkit.histograms.hierarchical",
+        "interval_costs": "dpkit.histograms._optimal",
+        "laplace": "dpkit.histograms.laplace",
+        "laplace2d": "dpkit.histograms.grids",
+        "methods": "dpkit.histograms.methods",
+        "noise_first": "dpkit.histograms.noise_first",
+        "optimal_histogram": "dpkit.histograms._optimal",
+        "publisher": "dpkit.histograms.methods",
+        "structure_first": "dpkit.histograms.structure_first",
+        "ugrid": "dpkit.histograms.grids",
+    },
+)

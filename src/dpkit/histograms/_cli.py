@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,20 +21,13 @@ from numpy.typing import NDArray
 from dpkit._cli_budget import cli_payer
 from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
-from dpkit.histograms._labels import bin_labels
-from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._published import PublishedHistogram
+from dpkit.histograms.labels import bin_labels
+from dpkit.histograms.memory import check_memory, memory_needed
+from dpkit.histograms.methods import PUBLISHERS_1D, publisher
 
-METHODS = (
-    "laplace",
-    "hierarchical",
-    "noise-first",
-    "structure-first",
-    "hb",
-    "ahp",
-    "dawa",
-    "auto",
-)
+#: The publishers ``--method`` names, as registered (one spelling: ``noise_first``).
+METHODS = tuple(PUBLISHERS_1D)
 #: Unit bins the command accepts (each method's memory is checked too, see ``memory_needed``).
 MAX_UNIT_BINS = 100_000
 
@@ -185,9 +178,9 @@ class HistogramOptions:
             math.isfinite(self.max_count) and self.max_count > 0
         ):
             raise InvalidParameterError("--max-count must be a finite number > 0.")
-        if name == "structure-first" and self.statistic == "mean" and self.max_count is None:
+        if name == "structure_first" and self.statistic == "mean" and self.max_count is None:
             raise InvalidParameterError(
-                "structure-first needs --max-count F, a public upper bound on any unit count "
+                "structure_first needs --max-count F, a public upper bound on any unit count "
                 "(e.g. the table's known maximum size), or --statistic median."
             )
         check_memory(
@@ -215,45 +208,31 @@ def publish(
     rng: object = None,
     accountant: Any = None,
 ) -> PublishedHistogram:
-    """Dispatch to the publisher ``name`` (one of :data:`METHODS`; options already checked)."""
-    from dpkit import histograms
+    """Publish with the registered publisher ``name`` (one of :data:`METHODS`; options checked).
 
+    Each publisher gets the options it declares (:mod:`dpkit.histograms.methods`);
+    ``--max-count`` is ``auto``'s ``max_records``, and ``--branching`` is passed only
+    when given.
+    """
     o = options
-    stat: Literal["mean", "median"] = "median" if o.statistic == "median" else "mean"
-    common: dict[str, Any] = {"rng": rng, "accountant": accountant, "edges": edges}
-    if name == "laplace":
-        return histograms.laplace(counts, epsilon, **common)
-    if name == "hierarchical":
-        extra = {} if o.branching is None else {"branching": o.branching}
-        return histograms.hierarchical(counts, epsilon, **extra, **common)
-    if name == "hb":
-        return histograms.hb(counts, epsilon, workload=o.workload, **common)
-    if name == "ahp":
-        return histograms.ahp(counts, epsilon, **common)
-    if name == "dawa":
-        return histograms.dawa(counts, epsilon, workload=o.workload, **common)
-    if name == "auto":
-        return histograms.auto(
-            counts, epsilon, max_records=o.max_count, workload=o.workload, **common
-        )
-    if name == "noise-first":
-        return histograms.noise_first(
-            counts,
-            epsilon,
-            n_bins=o.n_bins,
-            statistic=stat,
-            selection="penalised" if o.selection == "penalised" else "paper",
-            **common,
-        )
-    return histograms.structure_first(
-        counts,
-        epsilon,
-        n_bins=o.n_bins,
-        max_count=o.max_count,
-        statistic=stat,
-        sampler="joint" if o.sampler == "joint" else "paper",
-        **common,
+    given: dict[str, Any] = {
+        "edges": edges,
+        "n_bins": o.n_bins,
+        "max_count": o.max_count,
+        "max_records": o.max_count,
+        "workload": o.workload,
+        "statistic": "median" if o.statistic == "median" else "mean",
+        "selection": "penalised" if o.selection == "penalised" else "paper",
+        "sampler": "joint" if o.sampler == "joint" else "paper",
+    }
+    if o.branching is not None:
+        given["branching"] = o.branching
+    entry = publisher(name)
+    kwargs = {k: v for k, v in given.items() if k in entry.options}
+    published: PublishedHistogram = entry.publish(
+        counts, epsilon, rng=rng, accountant=accountant, **kwargs
     )
+    return published
 
 
 def _format(value: float) -> str:
@@ -317,7 +296,7 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
 def histogram_command(
     table: Path,
     column: str,
-    method: str = "structure-first",
+    method: str = "structure_first",
     epsilon: float = 1.0,
     *,
     bounds: tuple[float, float] | None = None,
@@ -361,6 +340,7 @@ def histogram_command(
     """
     from rich.console import Console
 
+    from dpkit._cli_options import one_spelling
     from dpkit._cli_output import (
         JSON_SUFFIXES,
         NOT_SAVED,
@@ -372,7 +352,7 @@ def histogram_command(
 
     out = console if console is not None else Console()
     grid = unit_edges(bounds=bounds, units=units, width=width, edges=edges)
-    name = method.replace("_", "-").lower()
+    name = one_spelling(method, METHODS, "--method")
     if name not in METHODS:
         raise InvalidParameterError(
             f"--method must be one of {', '.join(METHODS)}; got {method!r}."
@@ -437,4 +417,5 @@ def histogram_payload(
         "remaining": None
         if remaining is None
         else {"epsilon": remaining.epsilon, "delta": remaining.delta},
+        "privacy": h.privacy.paid(remaining).to_dict(),
     }

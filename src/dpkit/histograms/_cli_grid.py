@@ -19,8 +19,10 @@ from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms._cli import check_column, unit_edges
 from dpkit.histograms._grid import PublishedGrid
+from dpkit.histograms.methods import PUBLISHERS_2D, publisher
 
-METHODS = ("auto2d", "agrid", "ugrid", "dawa2d", "laplace2d")
+#: The publishers ``--method`` names, as registered (:data:`dpkit.histograms.methods.PUBLISHERS_2D`).
+METHODS = tuple(PUBLISHERS_2D)
 #: Unit cells the command accepts (DAWA-2D fewer, see ``MAX_DAWA2D_CELLS``).
 MAX_UNIT_CELLS = 1 << 22
 MAX_DAWA2D_CELLS = 1 << 18
@@ -85,7 +87,7 @@ def check_options(name: str, n_cells: int, n_records: float | None) -> None:
     if n_records is not None:
         if not (np.isfinite(n_records) and n_records > 0):
             raise InvalidParameterError("--n-records must be a finite number > 0.")
-        if name not in ("auto2d", "agrid", "ugrid"):
+        if "n_records" not in PUBLISHERS_2D[name].options:
             raise InvalidParameterError("--n-records is used by auto2d, agrid and ugrid only.")
 
 
@@ -167,7 +169,7 @@ def histogram2d_command(
     """
     from rich.console import Console
 
-    from dpkit import histograms
+    from dpkit._cli_options import one_spelling
     from dpkit._cli_output import (
         JSON_SUFFIXES,
         NOT_SAVED,
@@ -178,7 +180,7 @@ def histogram2d_command(
     from dpkit.histograms.plot import plot_grid
 
     out = console if console is not None else Console()
-    name = method.replace("-", "").replace("_", "").lower()
+    name = one_spelling(method, METHODS, "--method")
     if x_bounds is None or y_bounds is None:
         raise InvalidParameterError(
             "the map's cells must be public: give --x-bounds LO HI and --y-bounds LO HI "
@@ -189,6 +191,7 @@ def histogram2d_command(
     check_options(name, (x_edges.size - 1) * (y_edges.size - 1), n_records)
     if x == y:
         raise InvalidParameterError("give two different columns; use `dpkit histogram` for one.")
+    entry = publisher(name, dims=2)
     check_output(plot, "--plot", PLOT_SUFFIXES)
     check_output(out_file, "--out", JSON_SUFFIXES)
     check_column(table, x)
@@ -198,9 +201,9 @@ def histogram2d_command(
     def release() -> PublishedGrid:
         counts = cell_counts(*read_points(table, x, y), x_edges, y_edges)
         kwargs: dict[str, Any] = {"rng": seed, "x_edges": x_edges, "y_edges": y_edges}
-        if name in ("auto2d", "agrid", "ugrid"):
+        if "n_records" in entry.options:
             kwargs["n_records"] = n_records
-        grid: PublishedGrid = getattr(histograms, name)(counts, epsilon, **kwargs)
+        grid: PublishedGrid = entry.publish(counts, epsilon, **kwargs)
         return grid
 
     label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"

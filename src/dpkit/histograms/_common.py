@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from dpkit._checks import _is_real_scalar, check_epsilon
+from dpkit._checks import check_epsilon, is_real_scalar
 from dpkit.errors import DataError, InvalidParameterError
 
 
@@ -74,14 +74,14 @@ def check_n_bins(n_bins: object, n: int, name: str = "n_bins") -> int:
 
 def check_fraction(value: object, name: str) -> float:
     """A number strictly between 0 and 1."""
-    if not _is_real_scalar(value) or not 0 < float(value) < 1:  # type: ignore[arg-type]
+    if not is_real_scalar(value) or not 0 < float(value) < 1:  # type: ignore[arg-type]
         raise InvalidParameterError(f"{name} must be a number strictly between 0 and 1.")
     return float(value)  # type: ignore[arg-type]
 
 
 def check_positive(value: object, name: str, hint: str = "") -> float:
     """A finite number > 0."""
-    if not _is_real_scalar(value) or not np.isfinite(float(value)) or float(value) <= 0:  # type: ignore[arg-type]
+    if not is_real_scalar(value) or not np.isfinite(float(value)) or float(value) <= 0:  # type: ignore[arg-type]
         raise InvalidParameterError(f"{name} must be a finite number > 0.{hint}")
     return float(value)  # type: ignore[arg-type]
 

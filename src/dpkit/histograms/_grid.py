@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.histograms._common import check_edges, epsilon_of, finite_non_negative
+from dpkit.privacy import PrivacyReport
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -41,6 +42,11 @@ class PublishedGrid:
             share its noisy total evenly (unit-cell methods publish every unit
             cell; DAWA-2D publishes Hilbert-curve buckets, see its docstring).
         details: public parameters of the run (grid sizes, scales, ...).
+            ``details["remaining"]`` (the budget left when an accountant paid)
+            is deprecated: read ``privacy.remaining``; it goes in the next release.
+
+    ``privacy`` is the :class:`dpkit.PrivacyReport` (ε, neighbouring relation,
+    mechanism, remaining budget).
     """
 
     estimates: NDArray[np.float64]
@@ -51,6 +57,19 @@ class PublishedGrid:
     cells: NDArray[np.int64]
     details: dict[str, Any] = field(default_factory=dict)
     rectangle_variance: RectangleVariance | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def privacy(self) -> PrivacyReport:
+        """What this release cost, as the :class:`dpkit.PrivacyReport` every release carries.
+
+        ε-DP (δ = 0) under add/remove one row (one row moves one unit cell by 1);
+        ``remaining`` is the budget the accountant had left when one paid, else None.
+        """
+        return PrivacyReport(
+            epsilon=self.epsilon,
+            mechanisms=(self.method,),
+            remaining=self.details.get("remaining"),
+        )
 
     @property
     def shape(self) -> tuple[int, int]:

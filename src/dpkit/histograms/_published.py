@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit.errors import InvalidParameterError
+from dpkit.privacy import PrivacyReport
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -44,6 +45,14 @@ class PublishedHistogram:
         edges: the value-space edges of the unit bins (length n + 1), public;
             ``0..n`` when no edges were given.
         details: public parameters of the run (noise scales, k, split, ...).
+            ``details["remaining"]`` (the budget left when an accountant paid)
+            is deprecated: read ``privacy.remaining``; it goes in the next release.
+
+    ``privacy`` is the :class:`dpkit.PrivacyReport` (ε, neighbouring relation,
+    mechanism, remaining budget). There is no ``ci``: ``errors`` is a standard
+    deviation of the noise only, and merged-bin methods add an approximation
+    error that cannot be known without spending budget, so no interval with a
+    stated coverage can be given from public facts.
     """
 
     estimates: NDArray[np.float64]
@@ -54,6 +63,19 @@ class PublishedHistogram:
     edges: NDArray[np.float64]
     details: dict[str, Any] = field(default_factory=dict)
     range_variance: RangeVariance | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def privacy(self) -> PrivacyReport:
+        """What this release cost, as the :class:`dpkit.PrivacyReport` every release carries.
+
+        ε-DP (δ = 0) under add/remove one row (one row moves one unit count by 1);
+        ``remaining`` is the budget the accountant had left when one paid, else None.
+        """
+        return PrivacyReport(
+            epsilon=self.epsilon,
+            mechanisms=(self.method,),
+            remaining=self.details.get("remaining"),
+        )
 
     @property
     def n_units(self) -> int:

@@ -37,6 +37,7 @@ from dpkit.histograms._grid import (
     split_points,
     unit_cells,
 )
+from dpkit.histograms.methods import publisher
 from dpkit.histograms.structure_first import split_budget
 
 __all__ = [
@@ -430,6 +431,8 @@ def _spread(
 
 #: auto2d uses 2-D Laplace from this many records per unit cell per unit of ε (N·ε/cells).
 LAPLACE_SIGNAL = 50.0
+#: The registered publishers :func:`auto2d` may choose (the range of :func:`choose_grid_method`).
+AUTO2D_CHOICES = ("agrid", "laplace2d")
 
 
 def choose_grid_method(n_cells: int, epsilon: float, n_records: float) -> str:
@@ -457,9 +460,10 @@ def auto2d(
 ) -> PublishedGrid:
     """The default 2-D publisher: AGrid, or 2-D Laplace when the counts are large.
 
-    Privacy: epsilon-DP for add/remove one row. N is declared (``n_records``,
-    public) or released with epsilon_0 = ``count_share``·epsilon as in
-    :func:`ugrid`; :func:`choose_grid_method` (cells, epsilon', N) — a
+    Privacy: epsilon-DP for add/remove one row (one unit cell's count changes
+    by 1). N is declared (``n_records``, public) or released with epsilon_0 =
+    ``count_share``·epsilon as in :func:`ugrid` (the row count has
+    sensitivity 1); :func:`choose_grid_method` (cells, epsilon', N) — a
     function of public values and that release — picks :func:`agrid` (given
     N, so it spends nothing more on it) or :func:`laplace2d`, which runs with
     the remaining epsilon' = epsilon - epsilon_0. Sequential composition: epsilon.
@@ -472,6 +476,7 @@ def auto2d(
     """
     from dataclasses import replace
 
+    publishers = {name: publisher(name, dims=2) for name in AUTO2D_CHOICES}  # before the charge
     x, eps, ex, ey = check_inputs(counts, epsilon, x_edges, y_edges)
     counter, eps_count, eps_rest = _records_plan(n_records, count_share, eps)
     payer = as_accountant(accountant)
@@ -481,11 +486,11 @@ def auto2d(
         source = source_for(rng)
         records = _records(x, n_records, counter, source)
         chosen = choose_grid_method(x.size, eps_rest, records)
+        chosen_publisher = publishers[chosen]
         common: dict[str, Any] = {"rng": source, "x_edges": ex, "y_edges": ey}
-        if chosen == "agrid":
-            grid = agrid(x, eps_rest, n_records=max(records, 1.0), **common)
-        else:
-            grid = laplace2d(x, eps_rest, **common)
+        if "n_records" in chosen_publisher.options:  # agrid: given N, it spends nothing on it
+            common["n_records"] = max(records, 1.0)
+        grid = chosen_publisher.publish(x, eps_rest, **common)
         details = {
             **grid.details,
             "chosen": chosen,

@@ -23,11 +23,11 @@ from dpkit.histograms._common import (
     epsilon_of,
     source_for,
 )
-from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._noise import laplace_median_stds
 from dpkit.histograms._optimal import backtrack, bin_statistic, interval_costs, optimal_table
 from dpkit.histograms._published import PublishedHistogram
 from dpkit.histograms._segmentation import sse_optimal, sse_penalised, sse_rows
+from dpkit.histograms.memory import check_memory, memory_needed
 
 Statistic = Literal["mean", "median"]
 Selection = Literal["paper", "penalised"]
@@ -137,7 +137,7 @@ def noise_first(
     k_fixed = None if n_bins is None else check_n_bins(n_bins, x.size)
     n = x.size
     check_memory(
-        memory_needed("noise-first", n, k_fixed, statistic=statistic, selection=selection),
+        memory_needed("noise_first", n, k_fixed, statistic=statistic, selection=selection),
         f"noise_first over {n:,} unit bins",
         "use fewer unit bins, a fixed n_bins, or statistic='mean'.",
     )
@@ -186,7 +186,7 @@ def noise_first(
             },
         )
 
-    return charge_and_run(payer, Budget(eps), f"histogram: noise-first ({statistic})", release)
+    return charge_and_run(payer, Budget(eps), f"histogram: noise_first ({statistic})", release)
 
 
 def _structure_sse(values: NDArray[np.float64], boundaries: NDArray[np.int64]) -> float:

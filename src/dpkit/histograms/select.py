@@ -29,6 +29,7 @@ from dpkit.histograms._common import (
 )
 from dpkit.histograms._published import PublishedHistogram
 from dpkit.histograms._workload import WORKLOADS
+from dpkit.histograms.methods import publisher
 from dpkit.histograms.structure_first import split_budget
 
 #: Records per unit bin times epsilon below which the data-aware DAWA is chosen.
@@ -52,6 +53,8 @@ CONCENTRATED_ABOVE = 0.45
 PROBE_MIN_BINS = 256
 #: l1 sensitivity of :func:`concentration_margin` under add/remove one row.
 PROBE_SENSITIVITY = 1.0
+#: The registered publishers :func:`auto` may choose (the range of its rule).
+AUTO_CHOICES = ("dawa", "hb")
 
 
 def choose_method(n: int, epsilon: float, max_records: float | None, workload: str) -> str:
@@ -161,9 +164,7 @@ def auto(
         workload: the queries you will ask: ``"ranges"`` (default),
             ``"prefixes"`` (cumulative counts) or ``"units"`` (single bins).
     """
-    from dpkit.histograms.dawa import dawa
-    from dpkit.histograms.hb import hb
-
+    publishers = {name: publisher(name).publish for name in AUTO_CHOICES}  # before the charge
     x = check_counts(counts)
     eps = epsilon_of(epsilon)
     bound = None if max_records is None else check_positive(max_records, "max_records")
@@ -176,8 +177,7 @@ def auto(
         "probe_threshold": CONCENTRATED_ABOVE,
     }
     if method == "dawa" or x.size < PROBE_MIN_BINS:
-        publisher = dawa if method == "dawa" else hb
-        published = publisher(
+        published = publishers[method](
             x, eps, workload=workload, rng=rng, accountant=accountant, edges=edges
         )
         details = dict(
@@ -202,8 +202,7 @@ def auto(
         source = source_for(rng)
         margin = float(probe.randomise(concentration_margin(x, top), rng=source))
         chosen = "dawa" if margin > 0.0 else "hb"  # post-processing of the probe
-        publisher = dawa if chosen == "dawa" else hb
-        published = publisher(x, eps_method, workload=workload, rng=source, edges=edges)
+        published = publishers[chosen](x, eps_method, workload=workload, rng=source, edges=edges)
         details = dict(
             published.details,
             remaining=remaining,

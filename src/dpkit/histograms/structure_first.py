@@ -41,10 +41,10 @@ from dpkit.histograms._common import (
     epsilon_of,
     source_for,
 )
-from dpkit.histograms._memory import check_memory, memory_needed
 from dpkit.histograms._optimal import bin_statistic, interval_costs, optimal_table
 from dpkit.histograms._published import PublishedHistogram
 from dpkit.histograms._segmentation import prefix_sums, segment_costs, sse_rows_backwards
+from dpkit.histograms.memory import check_memory, memory_needed
 
 Statistic = Literal["mean", "median"]
 Sampler = Literal["paper", "joint"]
@@ -346,7 +346,7 @@ def structure_first(
     k = default_n_bins(n, eps, max_count) if n_bins is None else check_n_bins(n_bins, n)
     structure_is_public = k in (1, n)
     check_memory(
-        memory_needed("structure-first", n, k, statistic=statistic, sampler=sampler),
+        memory_needed("structure_first", n, k, statistic=statistic, sampler=sampler),
         f"structure_first over {n:,} unit bins with k = {k:,}",
         "use fewer unit bins, a smaller n_bins, statistic='mean' or sampler='paper'.",
     )
@@ -399,4 +399,4 @@ def structure_first(
             },
         )
 
-    return charge_and_run(payer, Budget(eps), f"histogram: structure-first ({statistic})", release)
+    return charge_and_run(payer, Budget(eps), f"histogram: structure_first ({statistic})", release)

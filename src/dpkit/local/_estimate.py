@@ -13,6 +13,7 @@ parameters and support counts: post-processing, no privacy cost.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,16 +21,64 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
+from dpkit.privacy import LOCAL_NEIGHBOURING, PrivacyReport
+
+
+class LocalRelease:
+    """What every local-DP estimate shares: its privacy report and ``ci`` with its aliases.
+
+    ``privacy``: each respondent's reports are ε-LDP, so the estimate (a
+    function of the reports only) is ε-DP when one respondent's input changes;
+    δ = 0; no accountant pays (the budget is spent on the devices).
+    """
+
+    epsilon: float
+    ci: tuple[Any, Any]
+
+    def _mechanism_name(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def privacy(self) -> PrivacyReport:
+        """The :class:`dpkit.PrivacyReport` every release carries (public parameters only)."""
+        return PrivacyReport(
+            epsilon=self.epsilon,
+            neighbouring=LOCAL_NEIGHBOURING,
+            mechanisms=(self._mechanism_name(),),
+        )
+
+    @property
+    def ci_low(self) -> Any:
+        """Deprecated: ``ci[0]`` (goes in the next release)."""
+        _deprecated_bound("ci_low", "ci[0]")
+        return self.ci[0]
+
+    @property
+    def ci_high(self) -> Any:
+        """Deprecated: ``ci[1]`` (goes in the next release)."""
+        _deprecated_bound("ci_high", "ci[1]")
+        return self.ci[1]
+
+
+def _deprecated_bound(old: str, new: str) -> None:
+    warnings.warn(
+        f"{old} is deprecated and goes in the next release; read {new} (ci is (low, high)).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
 
 @dataclass(frozen=True)
-class FrequencyEstimate:
+class FrequencyEstimate(LocalRelease):
     """Unbiased counts per domain value, with variance and normal-approximation intervals.
 
     ``counts`` are unbiased (they can be negative or exceed n: use
     :func:`dpkit.local.norm_sub` for consistent ones); ``variance`` is each
     count's variance from the oracle's formula with the estimated count
-    plugged in (clipped to [0, n]); ``ci_low``/``ci_high`` are
-    ``counts -/+ z * sqrt(variance)`` at ``level``. Frequencies are counts / n.
+    plugged in (clipped to [0, n]); ``ci`` is the pair of arrays
+    ``(counts - z * sqrt(variance), counts + z * sqrt(variance))`` at ``level``
+    (``ci_low``/``ci_high`` are its deprecated aliases). Frequencies are
+    counts / n. ``privacy`` is the :class:`dpkit.PrivacyReport`.
     """
 
     oracle: str
@@ -38,9 +87,11 @@ class FrequencyEstimate:
     domain: tuple[Any, ...]
     counts: NDArray[np.float64]
     variance: NDArray[np.float64]
-    ci_low: NDArray[np.float64]
-    ci_high: NDArray[np.float64]
+    ci: tuple[NDArray[np.float64], NDArray[np.float64]]
     level: float
+
+    def _mechanism_name(self) -> str:
+        return self.oracle
 
     @property
     def frequencies(self) -> NDArray[np.float64]:
@@ -55,7 +106,7 @@ class FrequencyEstimate:
     @property
     def frequency_ci(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The intervals on the frequency scale."""
-        return self.ci_low / self.n, self.ci_high / self.n
+        return self.ci[0] / self.n, self.ci[1] / self.n
 
 
 def count_variance(
@@ -89,7 +140,6 @@ def estimate_from_supports(
         domain=domain,
         counts=counts,
         variance=variance,
-        ci_low=counts - half,
-        ci_high=counts + half,
+        ci=(counts - half, counts + half),
         level=level,
     )

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from dpkit.mechanisms._random import RandomSource, rejection_rounds, sampling_limit
+from dpkit.mechanisms.sampling import RandomSource, rejection_rounds, sampling_limit
 
 # Rounding margin so that floor(e^ε · 2^s · (1 - 2^-50)) stays below e^ε · 2^s even
 # with the libm exp off by an ulp (relative error < 2^-52).

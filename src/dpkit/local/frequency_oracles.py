@@ -38,8 +38,8 @@ from dpkit._checks import MEMORY_CEILING, check_epsilon, check_level
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local._estimate import FrequencyEstimate, count_variance, estimate_from_supports
 from dpkit.local._sampling import BitProbability, RationalResponse
-from dpkit.mechanisms._random import as_source
 from dpkit.mechanisms.randomized_response import RandomizedResponse
+from dpkit.mechanisms.sampling import as_source
 
 #: The prime of OLH's universal hash ((a v + b) mod P) mod g (a Mersenne prime, 2^31 - 1):
 #: sums of two residues stay below 2^32, so the estimator can run in uint32.

@@ -34,8 +34,9 @@ from scipy import stats
 
 from dpkit._checks import check_bounds, check_epsilon, check_level
 from dpkit.errors import DataError
-from dpkit.mechanisms._random import as_source
+from dpkit.local._estimate import LocalRelease
 from dpkit.mechanisms.randomized_response import RandomizedResponse
+from dpkit.mechanisms.sampling import as_source
 
 __all__ = ["DuchiMean", "MeanEstimate", "PiecewiseMean", "best_mean_mechanism"]
 
@@ -44,12 +45,13 @@ PIECEWISE_CELLS = 1 << 16
 
 
 @dataclass(frozen=True)
-class MeanEstimate:
+class MeanEstimate(LocalRelease):
     """An unbiased mean from local-DP reports, with its variance and interval.
 
     ``variance`` is the variance of ``mean`` from the mechanism's formula
-    with the estimate plugged in (clipped to the bounds); ``ci_low`` /
-    ``ci_high`` are ``mean -/+ z·sqrt(variance)`` at ``level`` (normal
+    with the estimate plugged in (clipped to the bounds); ``ci`` is
+    ``(mean - z·sqrt(variance), mean + z·sqrt(variance))`` at ``level``
+    (``ci_low``/``ci_high`` are its deprecated aliases; normal
     approximation; the reports are bounded, so it is accurate from a few
     dozen reports on). The estimate itself is not clipped: it can fall
     outside the bounds when n is small, which keeps it unbiased.
@@ -61,9 +63,11 @@ class MeanEstimate:
     bounds: tuple[float, float]
     mean: float
     variance: float
-    ci_low: float
-    ci_high: float
+    ci: tuple[float, float]
     level: float
+
+    def _mechanism_name(self) -> str:
+        return self.mechanism
 
 
 class DuchiMean:
@@ -79,6 +83,10 @@ class DuchiMean:
     value; the variance of the mean of n reports is the average of those
     over n. Compared with adding Laplace noise of scale 2/ε to x (also
     ε-LDP), C² < 8/ε² at every ε, and much smaller at small ε.
+
+    Privacy: ε-LDP for any change of one respondent's value: each report's
+    probability lies between those of randomized response on one bit, whose
+    ratio is e^ε (the argument is in this module's docstring).
     """
 
     name = "duchi"
@@ -296,8 +304,7 @@ def _estimate(
         bounds=mechanism.bounds,
         mean=mean,
         variance=variance,
-        ci_low=mean - spread,
-        ci_high=mean + spread,
+        ci=(mean - spread, mean + spread),
         level=level,
     )
 

@@ -30,8 +30,10 @@ import pandas as pd
 from dpkit._checks import check_bounds, check_epsilon, check_level
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local.frequency_oracles import FrequencyOracle, best_oracle
-from dpkit.local.mean import DuchiMean, PiecewiseMean, best_mean_mechanism
-from dpkit.mechanisms._random import as_source
+from dpkit.local.mean import best_mean_mechanism
+from dpkit.local.methods import mean_mechanism
+from dpkit.mechanisms.sampling import as_source
+from dpkit.privacy import LOCAL_NEIGHBOURING, PrivacyReport
 
 __all__ = ["Question", "Survey", "SurveyEstimate", "number", "one_of", "true_summary", "yes_no"]
 
@@ -112,6 +114,15 @@ class SurveyEstimate:
     n: int
     level: float
 
+    @property
+    def privacy(self) -> PrivacyReport:
+        """The :class:`dpkit.PrivacyReport`: ε of one respondent's reports together (local DP)."""
+        return PrivacyReport(
+            epsilon=self.epsilon,
+            neighbouring=LOCAL_NEIGHBOURING,
+            mechanisms=tuple(str(m) for m in dict.fromkeys(self.table["mechanism"])),
+        )
+
     def plot(self, path: str | Path, truth: Mapping[str, Any] | None = None) -> Path:
         """Estimates with their intervals, beside the truth when given (name -> share/mean)."""
         import matplotlib
@@ -164,7 +175,7 @@ class Survey:
         for q in qs:
             if q.kind == "number":
                 assert q.bounds is not None
-                cls = DuchiMean if best_mean_mechanism(q.epsilon) == "duchi" else PiecewiseMean
+                cls = mean_mechanism(best_mean_mechanism(q.epsilon))
                 mechanisms[q.name] = cls(epsilon=q.epsilon, bounds=q.bounds)
             else:
                 mechanisms[q.name] = best_oracle(epsilon=q.epsilon, domain=list(q.categories))
@@ -291,7 +302,7 @@ class Survey:
             if q.kind == "number":
                 est = mechanism.estimate(data.astype(np.float64), level=lv)
                 rows.append({"question": q.name, "answer": "mean", "estimate": est.mean,
-                             "ci_low": est.ci_low, "ci_high": est.ci_high,
+                             "ci_low": est.ci[0], "ci_high": est.ci[1],
                              "std_error": math.sqrt(est.variance), "mechanism": est.mechanism})  # fmt: skip
                 continue
             assert isinstance(mechanism, FrequencyOracle)

@@ -130,7 +130,8 @@ class AdditiveMechanism:
         is charged first, through :func:`dpkit.accounting.charge_and_run`.
         """
         level = check_level(level)
-        noisy = self.paid(value, rng, accountant, label)
+        payer = as_accountant(accountant)
+        noisy = self.paid(value, rng, payer, label)
         return Release(
             value=noisy,
             epsilon=self.epsilon,
@@ -138,6 +139,7 @@ class AdditiveMechanism:
             ci=interval(noisy, self.half_width(level)),
             level=level,
             mechanism=self.name,
+            remaining=None if payer is None else payer.remaining_seen,
             details=self.details(),
         )
 

@@ -28,12 +28,6 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 
-# Bounds passed to uniform_below stay below this so that products of a bound by
-# a small loop counter never overflow int64 (see _exact.py).
-MAX_BOUND = 1 << 62
-
-RNGLike = "None | int | np.random.Generator | RandomSource"
-
 #: Rounds a rejection loop may run when every pending draw is accepted with
 #: probability at least 1/4 per round (true of every loop that uses it: each states
 #: its own bound). A draw is still pending after R rounds with probability at most

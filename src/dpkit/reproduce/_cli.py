@@ -33,7 +33,7 @@ def reproduce_regression_paper(
             )
     if data is not None and not Path(data).exists():
         raise InvalidParameterError(f"--data {data} does not exist.")
-    kwargs: dict[str, object] = {"folds": folds, "seed": seed}
+    kwargs: dict[str, object] = {"folds": folds, "rng": seed}
     if epsilons:
         kwargs["epsilons"] = tuple(float(e) for e in epsilons)
     regression_paper.main(data, out, quick=quick, progress=progress, **kwargs)

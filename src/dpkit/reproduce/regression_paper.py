@@ -238,17 +238,17 @@ def load_scaled(path: str | Path) -> tuple[NDArray[np.float64], NDArray[np.float
     return data[:, :-1], data[:, -1]
 
 
-def synthetic(n: int = 3000, seed: int = 0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def synthetic(n: int = 3000, rng: int = 0) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """A small non-linear dataset on [0, 1] for quick runs and tests (Friedman #1-like)."""
-    rng = np.random.default_rng(seed)
-    X = rng.random((n, 5))
+    gen = np.random.default_rng(rng)
+    X = gen.random((n, 5))
     y = (
         10 * np.sin(np.pi * X[:, 0] * X[:, 1])
         + 20 * (X[:, 2] - 0.5) ** 2
         + 10 * X[:, 3]
         + 5 * X[:, 4]
     )
-    y = y + rng.normal(0, 1.0, n)
+    y = y + gen.normal(0, 1.0, n)
     y = (y - y.min()) / (y.max() - y.min())
     return X, y
 
@@ -260,15 +260,15 @@ Fitter = Callable[
 
 
 def _sk_partition_forest(
-    Xtr: Any, ytr: Any, Xte: Any, n_trees: int, seed: int
+    Xtr: Any, ytr: Any, Xte: Any, n_trees: int, rng: int
 ) -> NDArray[np.float64]:
     from sklearn.tree import DecisionTreeRegressor
 
-    rng = np.random.default_rng(seed)
-    parts = np.array_split(rng.permutation(len(ytr)), n_trees)
+    gen = np.random.default_rng(rng)
+    parts = np.array_split(gen.permutation(len(ytr)), n_trees)
     preds = [
         DecisionTreeRegressor(
-            max_depth=5, min_samples_split=20, min_samples_leaf=10, random_state=seed
+            max_depth=5, min_samples_split=20, min_samples_leaf=10, random_state=rng
         )
         .fit(Xtr[p], ytr[p])
         .predict(Xte)
@@ -286,20 +286,20 @@ def _fitters() -> dict[str, Fitter]:
 
     unit: dict[str, Any] = {"bounds": (0.0, 1.0), "target_bounds": (0.0, 1.0)}
 
-    def python_tree(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
+    def python_tree(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
         # The paper does not give its settings; scikit-learn's defaults come closest to its column.
-        return DecisionTreeRegressor(random_state=seed).fit(Xtr, ytr).predict(Xte)
+        return DecisionTreeRegressor(random_state=rng).fit(Xtr, ytr).predict(Xte)
 
-    def python_forest(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
-        return _sk_partition_forest(Xtr, ytr, Xte, trees, seed)
+    def python_forest(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
+        return _sk_partition_forest(Xtr, ytr, Xte, trees, rng)
 
-    def dp_mean(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
+    def dp_mean(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
         # The paper's DPMean: n public, mean of y in [0, 1] has sensitivity 1/n.
-        value = laplace(float(np.mean(ytr)), sensitivity=1.0 / len(ytr), epsilon=eps, rng=seed)
+        value = laplace(float(np.mean(ytr)), sensitivity=1.0 / len(ytr), epsilon=eps, rng=rng)
         return np.full(len(Xte), float(np.clip(value, 0.0, 1.0)))
 
     def paper(algorithm: str, leaf: str, forest: bool) -> Fitter:
-        def fit(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
+        def fit(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
             if forest:
                 model: Any = DPRandomForestRegressor(
                     epsilon=eps,
@@ -307,7 +307,7 @@ def _fitters() -> dict[str, Fitter]:
                     leaf=leaf,
                     n_estimators=trees,
                     max_depth=5,
-                    random_state=seed,
+                    random_state=rng,
                     **unit,
                 )
             else:
@@ -316,35 +316,35 @@ def _fitters() -> dict[str, Fitter]:
                     algorithm=algorithm,
                     leaf=leaf,
                     max_depth=15,
-                    random_state=seed,
+                    random_state=rng,
                     **unit,
                 )
             return model.fit(Xtr, ytr).predict(Xte)
 
         return fit
 
-    def dpkit_tree(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
+    def dpkit_tree(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
         return (
-            DPDecisionTreeRegressor(epsilon=eps, random_state=seed, **unit)
+            DPDecisionTreeRegressor(epsilon=eps, random_state=rng, **unit)
             .fit(Xtr, ytr)
             .predict(Xte)
         )
 
     def dpkit_partition_forest(
-        Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int
+        Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int
     ) -> Any:
         model = DPRandomForestRegressor(
             epsilon=eps,
             algorithm="greedy",
             n_estimators=trees if trees else "auto",
-            random_state=seed,
+            random_state=rng,
             **unit,
         )
         return model.fit(Xtr, ytr).predict(Xte)
 
-    def dpkit_forest(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, seed: int) -> Any:
+    def dpkit_forest(Xtr: Any, ytr: Any, Xte: Any, eps: float, trees: int, rng: int) -> Any:
         return (
-            DPRandomForestRegressor(epsilon=eps, random_state=seed, **unit)
+            DPRandomForestRegressor(epsilon=eps, random_state=rng, **unit)
             .fit(Xtr, ytr)
             .predict(Xte)
         )
@@ -371,7 +371,7 @@ def _cross_validate(
     folds: int,
     eps: float,
     trees: int,
-    seed: int,
+    rng: int,
     timing: list[float],
 ) -> tuple[float, float]:
     """k-fold CV without shuffling (contiguous folds, as the paper): MAE mean and std over folds."""
@@ -379,7 +379,7 @@ def _cross_validate(
     for k, test in enumerate(np.array_split(np.arange(len(y)), folds)):
         train = np.setdiff1d(np.arange(len(y)), test, assume_unique=True)
         start = time.perf_counter()
-        pred = fit(X[train], y[train], X[test], eps, trees, seed * 1000 + k)
+        pred = fit(X[train], y[train], X[test], eps, trees, rng * 1000 + k)
         timing.append(time.perf_counter() - start)
         maes.append(float(np.mean(np.abs(pred - y[test]))))
     return float(np.mean(maes)), float(np.std(maes))
@@ -395,7 +395,7 @@ def run(
     figure2_epsilon: float = 5.0,
     figure2_methods: Sequence[str] = FIGURE2_KEYS,
     n_trees: int = 25,
-    seed: int = 0,
+    rng: int = 0,
     progress: bool = True,
     quick: bool = False,
 ) -> Results:
@@ -457,7 +457,7 @@ def run(
             if bar is not None:
                 bar.describe(f"{key} eps={eps:g}" + (f" trees={t}" if kind == "trees" else ""))
             score = _cross_validate(
-                fitters[key], X, y, folds, eps, t, seed, timings.setdefault(key, [])
+                fitters[key], X, y, folds, eps, t, rng, timings.setdefault(key, [])
             )
             if kind == "table":
                 results.table.setdefault(key, {})
@@ -663,7 +663,8 @@ def plot_epsilon(results: Results, path: str | Path) -> None:
     for i, key in enumerate(DPKIT_KEYS):
         draw(axes[1], key, color=colours[4 + i], lw=2, marker="o", ms=4)
     axes[0].set_title(
-        "The regression-tree paper's methods (dashed: as written; solid: total-error utility)", fontsize=10
+        "The regression-tree paper's methods (dashed: as written; solid: total-error utility)",
+        fontsize=10,
     )
     axes[1].set_title("dpkit, provably ε-DP", fontsize=10)
     for ax in axes:
@@ -701,7 +702,9 @@ def plot_trees(results: Results, path: str | Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("number of trees τ (disjoint partitions)")
     ax.set_ylabel("MAE")
-    ax.set_title(f"Figure 2 of the regression-tree paper (Hoang & Thuc, 2020), reproduced (ε = {results.figure2_epsilon:g})")
+    ax.set_title(
+        f"Figure 2 of the regression-tree paper (Hoang & Thuc, 2020), reproduced (ε = {results.figure2_epsilon:g})"
+    )
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dpkit._cli_friendly import friendly
+from dpkit._cli_options import grouped
+from dpkit._cli_query import DRY_RUN, QUERY, QueryCommand
 from dpkit.errors import InvalidParameterError
 
 __all__ = ["admin_app", "remote_app", "serve"]
@@ -35,7 +37,6 @@ _KEY = typer.Option(None, "--key", envvar="DPKIT_KEY", help="Your key (better: D
 _ADMIN = typer.Option(
     None, "--key", envvar="DPKIT_ADMIN_KEY", help="The admin key (better: DPKIT_ADMIN_KEY)."
 )
-_OPS = ("<=", ">=", "!=", "==", "<", ">", "=")
 
 
 def serve(
@@ -44,7 +45,7 @@ def serve(
     """Start the service (Uvicorn) from a config file, or on the demo data."""
     import uvicorn
 
-    from dpkit.service.app import create_app
+    from dpkit.service.app import KEEP_ALIVE_SECONDS, create_app
     from dpkit.service.config import load_config
 
     console = Console(stderr=True)
@@ -63,7 +64,13 @@ def serve(
     app = create_app(cfg)
     where_host, where_port = host or cfg.host, cfg.port if port is None else port
     console.print(f"open http://{where_host}:{where_port}/ (API reference at /docs)")
-    uvicorn.run(app, host=where_host, port=where_port, log_level="warning")
+    uvicorn.run(
+        app,
+        host=where_host,
+        port=where_port,
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
 
 
 def _client(url: str, key: str | None) -> Any:
@@ -96,50 +103,32 @@ def remote_datasets(url: str = _URL, key: str | None = _KEY) -> None:
     _print([client.dataset(n).info() for n in client.datasets()])
 
 
-@remote_app.command("query")
+@remote_app.command("query", cls=QueryCommand)
 @friendly
+@grouped(query=QUERY, dry_run=DRY_RUN)
 def remote_query(
     dataset: str = typer.Argument(..., help="The dataset's name."),
-    kind: str = typer.Argument(..., help="count, sum, mean, median, quantile, histogram, ..."),
-    column: str | None = typer.Argument(None, help="The column (none for count)."),
-    epsilon: float = typer.Option(..., help="The budget this query spends."),
-    bounds: str | None = typer.Option(None, help="Public bounds LO,HI (clip range)."),
-    where: list[str] | None = typer.Option(None, help="A filter, e.g. 'district==Ba Dinh'."),
-    group_by: list[str] | None = typer.Option(None, "--group-by", help="Group by a column."),
-    q: float | None = typer.Option(None, help="The quantile (quantile only)."),
-    bins: int | None = typer.Option(None, help="Number of equal-width bins (histogram)."),
-    delta: float | None = typer.Option(None, help="δ (private keys, Gaussian mechanisms)."),
-    private_keys: bool = typer.Option(False, "--private-keys", help="Select groups privately."),
+    query: Any = None,
     twin: bool = typer.Option(False, "--twin", help="Ask the synthetic twin (free, not real)."),
-    cost: bool = typer.Option(False, "--cost", help="Only show the cost (dry run)."),
+    dry_run: Any = None,
     url: str = _URL,
     key: str | None = _KEY,
 ) -> None:
-    """One private query; prints the release as JSON."""
+    """One private query (the options of `dpkit query`); prints the release as JSON."""
+    from dpkit._cli_query import QueryOptions, kinds_of_types
     from dpkit.client import Client
     from dpkit.service.encoding import budget_json, release_json
-    from dpkit.tables.specs import QuerySpec
 
-    params: dict[str, Any] = {"epsilon": epsilon}
-    if bounds is not None:
-        lo, _, hi = bounds.partition(",")
-        try:
-            params["bounds"] = (float(lo), float(hi))
-        except ValueError:
-            raise InvalidParameterError("--bounds is LO,HI, e.g. --bounds 0,120.") from None
-    if where:
-        params["where"] = [_condition(w) for w in where]
-    if group_by:
-        params["group_by"] = list(group_by)
-    if private_keys:
-        params["keys"] = "private"
-    for name, value in (("q", q), ("bins", bins), ("delta", delta)):
-        if value is not None:
-            params[name] = value
-    spec = QuerySpec.from_dict({"kind": kind, "column": column, **_where_json(params)})
+    options: QueryOptions = query
+    options.check()  # before any request
     client: Client = _client(url, key)
     handle = client.dataset(dataset)
-    if cost:
+    kinds = None
+    if options.needs_kinds:  # values are read by the columns' public types
+        columns = handle.info()["columns"]
+        kinds = kinds_of_types({c: v["type"] for c, v in columns.items()})
+    spec = options.spec(kinds)
+    if dry_run["cost"]:
         _print(handle.cost(spec))
         return
     release = (handle.twin if twin else handle).answer(spec)
@@ -150,24 +139,6 @@ def remote_query(
             "remaining": budget_json(release.remaining),
         }
     )
-
-
-def _condition(text: str) -> list[Any]:
-    for op in _OPS:
-        if op in text:
-            column, _, raw = text.partition(op)
-            try:
-                value = json.loads(raw.strip())
-            except ValueError:
-                value = raw.strip()
-            return [column.strip(), "==" if op == "=" else op, value]
-    raise InvalidParameterError(
-        "cannot read the filter; write COLUMN==VALUE, COLUMN>=VALUE, COLUMN!=VALUE, ..."
-    )
-
-
-def _where_json(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
 @remote_app.command("budget")

@@ -15,11 +15,13 @@ import datetime as _dt
 import decimal
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from dpkit.accounting import Budget
+from dpkit.privacy import PrivacyReport
 from dpkit.release import Release
 from dpkit.tables.results import GroupedRelease
 
@@ -71,13 +73,19 @@ def budget_json(budget: Budget) -> dict[str, float]:
 
 
 def release_json(result: Release | GroupedRelease) -> dict[str, Any]:
-    """The release's public fields (everything but ``remaining``, which the response carries)."""
+    """The release's public fields (everything but ``remaining``, which the response carries).
+
+    ``privacy`` is the release's :class:`dpkit.PrivacyReport` as a dict
+    (``remaining`` null: the response's own ``remaining`` is what the grant has
+    left); ``epsilon``/``delta`` stay beside it for clients of earlier versions.
+    """
     common = {
         "epsilon": float(result.epsilon),
         "delta": float(result.delta),
         "level": float(result.level),
         "mechanism": result.mechanism,
         "details": jsonable(result.details),
+        "privacy": replace(result.privacy, remaining=None).to_dict(),
     }
     if isinstance(result, GroupedRelease):
         return {
@@ -92,15 +100,25 @@ def release_json(result: Release | GroupedRelease) -> dict[str, Any]:
 
 
 def release_from_json(data: Mapping[str, Any], remaining: Any = None) -> Release | GroupedRelease:
-    """Rebuild the release :func:`release_json` wrote (``remaining`` from the response)."""
+    """Rebuild the release :func:`release_json` wrote (``remaining`` from the response).
+
+    Its ``privacy`` is the in-process report, with ``remaining`` the service's.
+    """
     details = unjson(dict(data.get("details") or {}))
+    if isinstance(data.get("privacy"), Mapping):
+        report = PrivacyReport.from_dict(data["privacy"]).paid(remaining)
+    else:  # an earlier service: only epsilon, delta and the mechanism travel
+        report = PrivacyReport(
+            epsilon=float(data["epsilon"]),
+            delta=float(data["delta"]),
+            mechanisms=tuple(m for m in str(data["mechanism"]).split("+") if m),
+            remaining=remaining,
+        )
     common = {
-        "epsilon": float(data["epsilon"]),
-        "delta": float(data["delta"]),
         "level": float(data["level"]),
         "mechanism": str(data["mechanism"]),
-        "remaining": remaining,
         "details": details,
+        "privacy": report,
     }
     if data.get("type") == "grouped":
         keys = tuple(_key(k) for k in unjson(data["keys"]))

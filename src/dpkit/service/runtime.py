@@ -133,6 +133,7 @@ class Runtime:
                 PrivacyWarning,
                 stacklevel=2,
             )
+        _load_release_code()
         self.sessions: dict[str, Session] = {}
         self.twins: dict[str, Session] = {}
         for name, dc in config.datasets.items():
@@ -516,3 +517,18 @@ def _key_reused() -> str:
         "this Idempotency-Key was used for another query; a key names one request: send a "
         "new key for a new query."
     )
+
+
+def _load_release_code() -> None:
+    """Import every publisher and mechanism module once, at start-up.
+
+    ``import dpkit`` is lazy; a server must not pay for numba, SciPy and the
+    publishers' compilation inside the first queries' time limits (a time-out
+    would then depend on which query came first, not on the query).
+    """
+    import dpkit.mechanisms
+    from dpkit.histograms.methods import PUBLISHERS_1D, PUBLISHERS_2D
+
+    for entry in (*PUBLISHERS_1D.values(), *PUBLISHERS_2D.values()):
+        entry.publish  # noqa: B018 - imports the publisher's module
+    dpkit.mechanisms.Laplace  # noqa: B018 - loads the mechanisms' lazy exports

@@ -17,13 +17,18 @@ steps, each in its own module: :mod:`~dpkit.tables.validation` (public checks),
 
 from __future__ import annotations
 
-from dpkit.tables.engines.base import Condition
-from dpkit.tables.plans import Plan
-from dpkit.tables.results import GroupedRelease
-from dpkit.tables.schema import Column, Schema
-from dpkit.tables.session import Session
-from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
-from dpkit.tables.validation import HISTOGRAM2D_METHODS, HISTOGRAM_METHODS
+from typing import TYPE_CHECKING
+
+from dpkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from dpkit.tables.engines.base import Condition
+    from dpkit.tables.plans import Plan
+    from dpkit.tables.results import GroupedRelease
+    from dpkit.tables.schema import Column, Schema
+    from dpkit.tables.session import Session
+    from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
+    from dpkit.tables.validation import HISTOGRAM2D_METHODS, HISTOGRAM_METHODS
 
 __all__ = [
     "HISTOGRAM2D_METHODS",
@@ -39,3 +44,21 @@ __all__ = [
     "Schema",
     "Session",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Column": "dpkit.tables.schema",
+        "Condition": "dpkit.tables.engines.base",
+        "GroupedRelease": "dpkit.tables.results",
+        "HISTOGRAM2D_METHODS": "dpkit.tables.validation",
+        "HISTOGRAM_METHODS": "dpkit.tables.validation",
+        "Parallel": "dpkit.tables.specs",
+        "Plan": "dpkit.tables.plans",
+        "QUERY_KINDS": "dpkit.tables.specs",
+        "Query": "dpkit.tables.specs",
+        "QuerySpec": "dpkit.tables.specs",
+        "Schema": "dpkit.tables.schema",
+        "Session": "dpkit.tables.session",
+    },
+)

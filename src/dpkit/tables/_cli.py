@@ -20,7 +20,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dpkit._cli_budget import open_cli_accountant
+from dpkit._cli_query import QueryOptions
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError
 from dpkit.release import Release
-from dpkit.tables.filters import parse_where_text
+from dpkit.tables.plans import PlannedQuery
 from dpkit.tables.results import GroupedRelease
-from dpkit.tables.session import QUERY_KINDS, Session
+from dpkit.tables.session import Session
 from dpkit.tables.sources import UndeclaredTypesError
 
 __all__ = ["query_command"]
@@ -43,105 +44,60 @@ __all__ = ["query_command"]
 
 def query_command(
     table: Path,
-    query: str,
-    column: str | None = None,
+    query: QueryOptions,
     *,
-    epsilon: float,
-    bounds: tuple[float, float] | None = None,
-    schema: Path | None = None,
-    group_by: Sequence[str] | None = None,
-    keys: Sequence[str] | None = None,
-    where: Sequence[str] | None = None,
-    q: float | None = None,
-    bins: int | None = None,
-    domain: Sequence[str] | None = None,
-    delta: float = 0.0,
-    budget: float | None = None,
-    budget_delta: float | None = None,
-    ledger: Path | None = None,
-    privacy_unit: str | None = None,
-    max_contributions: int = 1,
-    level: float = 0.95,
+    source: Mapping[str, Any] | None = None,
+    ledger: Mapping[str, Any] | None = None,
     as_json: bool = False,
-    console: Console | None = None,
-    types: Sequence[str] | None = None,
-    infer_types: bool = False,
     out_file: Path | None = None,
-    new_ledger: bool = False,
+    cost: bool = False,
+    console: Console | None = None,
 ) -> int:
     """Run one private query on ``table`` and print it; return the exit code.
 
     Args:
         table: a CSV or Parquet file.
-        query: one of count, sum, mean, variance, std, quantile, median, min,
-            max, mode, histogram.
-        column: the column (optional for count).
-        epsilon: what this query spends.
-        bounds: public ``(lo, hi)`` for numeric queries (or in ``schema``).
-        schema: a JSON/TOML/YAML schema file (bounds, domains, null policies).
-        group_by: group-by columns; ``keys`` lists public keys as text (one
-            column: ``A``; several: ``A|x``), or ``["private"]`` for DP
-            partition selection (needs ``delta``).
-        where: filters such as ``district=A``, ``age>=18``, ``region=N,S``.
-        q: the quantile for ``quantile`` (and an optional override for
-            ``min``/``max``).
-        bins: number of equal-width histogram bins over ``bounds``.
-        domain: public categories for ``mode`` / ``histogram``.
-        delta: δ this query spends (only with private keys).
-        budget, budget_delta: the dataset's total budget, needed once, when its
-            ledger is created (see module doc).
-        ledger: the ledger file that records spending (default: the file's own).
-        types: declared column types, ``COLUMN=DUCKDB_TYPE``, one for every column.
-        infer_types: take undeclared columns' types from the file (a
-            ``PrivacyWarning``: they then depend on the data).
-        privacy_unit, max_contributions: per-person privacy (see Session).
-        level: confidence level of the intervals.
+        query: the query as typed (:class:`~dpkit._cli_query.QueryOptions`):
+            its kind, column and options, read against the file's declared
+            schema into a :class:`~dpkit.tables.QuerySpec`.
+        source: how to open the file (:data:`~dpkit._cli_query.SOURCE`):
+            ``types`` (``COLUMN=DUCKDB_TYPE``, one for every column),
+            ``infer_types`` (take undeclared types from the file, with a
+            ``PrivacyWarning``: they then depend on the data), ``schema`` (a
+            JSON/TOML/YAML file: bounds, domains, null policies),
+            ``privacy_unit`` and ``max_contributions`` (see Session).
+        ledger: which ledger pays (:data:`~dpkit._cli_options.LEDGER`:
+            ``ledger``, ``budget``, ``budget_delta``, ``new_ledger``; see
+            :mod:`dpkit._cli_budget`).
         as_json: print JSON instead of a table.
+        cost: only print the query's ledger label and cost as JSON (a dry run:
+            nothing is charged or read, no ledger is opened).
         out_file: also save the release, every field, as JSON (checked, with
             every other input, before anything is charged).
-        new_ledger: the owner's explicit decision to give a dataset that has a
-            ledger a second one (see :mod:`dpkit._cli_budget`).
 
-    Errors (bad input, exhausted budget) are printed and give exit code 1;
-    their messages never contain data values. A release that cannot be saved
-    to ``out_file`` after all is printed in full as JSON, exit code 3.
+    The spec is built and prepared (validated, costed) against the file's
+    header before the ledger is opened, so a refused command creates no
+    ledger. Errors (bad input, exhausted budget) are printed and give exit
+    code 1; their messages never contain data values. A release that cannot
+    be saved to ``out_file`` after all is printed in full as JSON, exit code 3.
     """
     from dpkit._cli_output import JSON_SUFFIXES, check_output, deliver
 
     out = console or Console()
     try:
         check_output(out_file, "--out", JSON_SUFFIXES)
-        result, _session = _run(
-            table,
-            query,
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            schema=schema,
-            group_by=group_by,
-            keys=keys,
-            where=where,
-            q=q,
-            bins=bins,
-            domain=domain,
-            delta=delta,
-            budget=budget,
-            budget_delta=budget_delta,
-            ledger=ledger,
-            privacy_unit=privacy_unit,
-            max_contributions=max_contributions,
-            level=level,
-            types=types,
-            infer_types=infer_types,
-            new_ledger=new_ledger,
-        )
+        result = _run(table, query, dict(source or {}), dict(ledger or {}), cost=cost)
     except DPKitError as err:
         if as_json:
             out.print_json(json.dumps({"error": type(err).__name__, "message": str(err)}))
         else:
             out.print(f"[bold red]{type(err).__name__}:[/] {err}", highlight=False)
         return 1
-    payload = to_payload(query, column, result)
+    if isinstance(result, PlannedQuery):
+        planned = {"label": result.label, "epsilon": result.epsilon, "delta": result.delta}
+        out.print_json(json.dumps({k: _json_value(v) for k, v in planned.items()}))
+        return 0
+    payload = to_payload(query.kind, query.column, result)
     return deliver(
         payload, console=out, render=lambda: render(payload), out=out_file, as_json=as_json
     )
@@ -149,51 +105,30 @@ def query_command(
 
 def _run(
     table: Path,
-    query: str,
-    column: str | None,
+    query: QueryOptions,
+    source: dict[str, Any],
+    ledger: dict[str, Any],
     *,
-    epsilon: float,
-    bounds: tuple[float, float] | None,
-    schema: Path | None,
-    group_by: Sequence[str] | None,
-    keys: Sequence[str] | None,
-    where: Sequence[str] | None,
-    q: float | None,
-    bins: int | None,
-    domain: Sequence[str] | None,
-    delta: float,
-    budget: float | None,
-    budget_delta: float | None,
-    ledger: Path | None,
-    privacy_unit: str | None,
-    max_contributions: int,
-    level: float,
-    types: Sequence[str] | None = None,
-    infer_types: bool = False,
-    new_ledger: bool = False,
-) -> tuple[Release | GroupedRelease, Session]:
-    if query not in QUERY_KINDS:
-        raise InvalidParameterError(
-            f"unknown query {query!r}; use one of {', '.join(QUERY_KINDS)}."
-        )
+    cost: bool = False,
+) -> Release | GroupedRelease | PlannedQuery:
+    query.check()
     path = Path(table)
     if not path.is_file():
         raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
     options: dict[str, Any] = dict(
-        types=_types(types),
-        infer_types=infer_types,
-        schema=schema,
-        privacy_unit=privacy_unit,
-        max_contributions=max_contributions,
-        level=level,
+        types=_types(source.get("types")),
+        infer_types=bool(source.get("infer_types", False)),
+        schema=source.get("schema"),
+        privacy_unit=source.get("privacy_unit"),
+        max_contributions=source.get("max_contributions", 1),
     )
     open_session = Session.from_parquet if path.suffix.lower() == ".parquet" else Session.from_csv
-    # The declaration (types, schema, privacy unit) is checked on the header first, with a
-    # throwaway budget, so a refused command creates no ledger and claims no budget.
+    # The declaration (types, schema, privacy unit) and the query are checked on the header
+    # first, with a throwaway budget, so a refused command creates no ledger and claims no budget.
     with warnings.catch_warnings():  # announced once, by the real session below
         warnings.simplefilter("ignore")
         try:
-            open_session(path, accountant=Accountant(Budget(1.0)), **options)
+            probe = open_session(path, accountant=Accountant(Budget(1.0)), **options)
         except UndeclaredTypesError as err:  # the command line's words, not the library's
             example = " ".join(f"--type {c}=DOUBLE" for c in err.columns[:2])
             raise InvalidParameterError(
@@ -202,47 +137,18 @@ def _run(
                 f"{example}; or --type a=DOUBLE,b=VARCHAR), or pass --infer-types to take "
                 "them from the file (it warns: they are then a function of the data)."
             ) from None
-    accountant = open_cli_accountant(path, ledger, budget, budget_delta, new_ledger)
-    session = open_session(path, accountant=accountant, **options)
-    kinds = session.column_kinds
-    params: dict[str, Any] = {"epsilon": epsilon}
-    if where:
-        params["where"] = parse_where_text(where, kinds)
-    if group_by:
-        params["group_by"] = list(group_by)
-        if keys:
-            params["keys"] = (
-                "private" if list(keys) == ["private"] else _keys(keys, group_by, kinds)
-            )
-        if delta:
-            params["delta"] = delta
-    elif keys:
-        raise InvalidParameterError("--keys needs --group-by.")
-    if bounds is not None and query not in ("count", "mode"):
-        params["bounds"] = tuple(bounds)
-    if q is not None:
-        if query not in ("quantile", "min", "max"):
-            raise InvalidParameterError("--q applies to quantile, min and max only.")
-        params["q"] = q
-    elif query == "quantile":
-        raise InvalidParameterError("quantile needs --q, e.g. --q 0.9 (or use median).")
-    if bins is not None:
-        if query != "histogram":
-            raise InvalidParameterError("--bins applies to histogram only.")
-        params["bins"] = bins
-    if domain:
-        if query not in ("mode", "histogram"):
-            raise InvalidParameterError("--domain applies to mode and histogram only.")
-        col_kind = kinds.get(column or "", "text")
-        params["domain"] = [_convert(v, column or "", col_kind) for v in domain]
-    method = getattr(session, query)
-    if query == "count":
-        result = method(column, **params)
-    else:
-        if column is None:
-            raise InvalidParameterError(f"{query} needs a column.")
-        result = method(column, **params)
-    return result, session
+        spec = query.spec(probe.column_kinds)
+        planned = probe.prepare(spec)
+    if cost:
+        return planned
+    accountant = open_cli_accountant(
+        path,
+        ledger.get("ledger"),
+        ledger.get("budget"),
+        ledger.get("budget_delta"),
+        bool(ledger.get("new_ledger", False)),
+    )
+    return open_session(path, accountant=accountant, **options).answer(spec)
 
 
 def _types(items: Sequence[str] | None) -> dict[str, str] | None:
@@ -258,33 +164,6 @@ def _types(items: Sequence[str] | None) -> dict[str, str] | None:
         if not sep or not name or not type_name:
             raise InvalidParameterError("--type takes COLUMN=TYPE, e.g. --type age=DOUBLE.")
         out[name] = type_name
-    return out
-
-
-def _convert(raw: str, column: str, kind: str) -> Any:
-    if kind == "numeric":
-        try:
-            number = float(raw)
-        except ValueError:
-            raise InvalidParameterError(
-                f"values for numeric column {column!r} must be numbers."
-            ) from None
-        return int(number) if number.is_integer() and "." not in raw else number
-    if kind == "boolean":
-        return raw.lower() == "true"
-    return raw
-
-
-def _keys(keys: Sequence[str], group_by: Sequence[str], kinds: dict[str, Any]) -> list[Any]:
-    out: list[Any] = []
-    for text in keys:
-        parts = text.split("|")
-        if len(parts) != len(group_by):
-            raise InvalidParameterError(
-                f"key {text!r} must have {len(group_by)} part(s) separated by '|', one per group-by column."
-            )
-        converted = [_convert(p, c, kinds.get(c, "text")) for p, c in zip(parts, group_by)]
-        out.append(converted[0] if len(converted) == 1 else tuple(converted))
     return out
 
 
@@ -340,6 +219,7 @@ def to_payload(query: str, column: str | None, result: Release | GroupedRelease)
         "remaining": None
         if remaining is None
         else {"epsilon": remaining.epsilon, "delta": remaining.delta},
+        "privacy": result.privacy.to_dict(),
         "results": rows,
         "details": details,
     }

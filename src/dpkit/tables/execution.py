@@ -1,7 +1,8 @@
 """Step 4: run a validated, paid-for query on an engine — the only step that reads data.
 
 :func:`execute` draws the query's own randomness (the contribution-bounding
-salt, then the noise) and hands the query to its kind's module. It is always
+salt, then the noise) and hands the query to its kind's ``release``
+(:data:`dpkit.tables.kinds.REGISTRY`). It is always
 called through :func:`dpkit.accounting.charge_and_run`, so any failure here
 reaches the analyst as one :class:`~dpkit.errors.ReleaseFailedError` whose
 message is the same for every dataset.
@@ -16,22 +17,10 @@ from typing import Any
 import numpy as np
 
 from dpkit.tables.engines.base import Contribution, Engine, Rows
-from dpkit.tables.kinds import count, histogram, histogram2d, mode, moments, quantile
+from dpkit.tables.kinds import REGISTRY
 from dpkit.tables.validation import ValidatedQuery
 
 __all__ = ["draw_salt", "execute"]
-
-_KINDS = {
-    "count": count.release,
-    "sum": moments.release,
-    "mean": moments.release,
-    "variance": moments.release,
-    "std": moments.release,
-    "quantile": quantile.release,
-    "mode": mode.release,
-    "histogram": histogram.release,
-    "histogram2d": histogram2d.release,
-}
 
 
 def draw_salt(rng: Any) -> int:
@@ -49,4 +38,4 @@ def execute(query: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     if bound is not None:  # a fresh salt per query: which rows are kept is query randomness
         salted = Contribution(bound.column, bound.max_rows, draw_salt(rng))
         query = replace(query, rows=Rows(where=query.rows.where, contribution=salted))
-    return _KINDS[query.statistic](query, engine, rng)
+    return REGISTRY[query.spec.kind].release(query, engine, rng)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from dpkit.privacy import PrivacyReport, neighbouring
 from dpkit.release import Release
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Condition, Rows
@@ -162,9 +163,7 @@ def keep_selected(
 def selection_split(v: ValidatedQuery, epsilon: float) -> tuple[float, float]:
     """(ε for private partition selection, ε for the answers); public keys pay nothing."""
     if v.grouping is not None and v.grouping.private:
-        first, second = Q.split_epsilon(
-            epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION]
-        )
+        first, second = Q.split_epsilon(epsilon, [Q.SELECTION_FRACTION, 1 - Q.SELECTION_FRACTION])
         return first, second
     return 0.0, epsilon
 
@@ -177,16 +176,28 @@ def finish(
     mechanism: str,
     details: dict[str, Any],
 ) -> Release | GroupedRelease:
-    """The release: a :class:`Release` without grouping, else a :class:`GroupedRelease`."""
+    """The release: a :class:`Release` without grouping, else a :class:`GroupedRelease`.
+
+    Its ``privacy`` report is public: the query's declared ε and δ, the
+    session's privacy unit, and the mechanisms (private keys add partition selection).
+    """
+    used = tuple(m for m in mechanism.split("+") if m)
+    if v.grouping is not None and v.grouping.private:
+        used = ("partition selection", *used)
+    report = PrivacyReport(
+        epsilon=v.epsilon,
+        delta=v.delta,
+        neighbouring=neighbouring(v.privacy_unit, v.max_contributions),
+        mechanisms=used,
+    )
     if v.grouping is None:
         return Release(
             value=values[0],
-            epsilon=v.epsilon,
-            delta=v.delta,
             ci=cis[0],
             level=v.level,
             mechanism=mechanism,
             details=details,
+            privacy=report,
         )
     if v.grouping.labels is not None:  # public keys: all released, named as written
         keys = v.grouping.labels
@@ -196,9 +207,8 @@ def finish(
         keys=out_keys,
         value=dict(zip(out_keys, values)),
         ci=dict(zip(out_keys, cis)),
-        epsilon=v.epsilon,
-        delta=v.delta,
         level=v.level,
         mechanism=mechanism,
         details={**details, "groups": len(out_keys), "composition": "parallel"},
+        privacy=report,
     )

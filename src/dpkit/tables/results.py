@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dpkit.privacy import UNSET, PrivacyReport, Reported, build
 from dpkit.release import Release
 
 __all__ = ["GroupedRelease"]
 
 
-@dataclass(frozen=True)
-class GroupedRelease:
+@dataclass(frozen=True, init=False)
+class GroupedRelease(Reported):
     """One differentially private answer per group, released together.
 
     The groups are disjoint, so the whole result costs what one group costs
-    (parallel composition): ``epsilon`` and ``delta`` are that total cost, not
-    a per-group share.
+    (parallel composition): ``privacy.epsilon`` and ``privacy.delta`` are that
+    total cost, not a per-group share.
 
     Attributes:
         group_by: the group-by column names.
@@ -33,20 +34,46 @@ class GroupedRelease:
             on its own (not simultaneous over all groups); ``None`` where the
             answer is a selection (a quantile's rank guarantee is in
             ``details``).
-        epsilon, delta, level, mechanism, remaining, details: as in
-            :class:`dpkit.Release`.
+        privacy, level, mechanism, details: as in :class:`dpkit.Release`
+            (``epsilon``, ``delta`` and ``remaining`` are shortcuts to ``privacy``).
     """
 
     group_by: tuple[str, ...]
     keys: tuple[Any, ...]
     value: dict[Any, Any]
     ci: dict[Any, tuple[Any, Any] | None]
-    epsilon: float
-    delta: float = 0.0
-    level: float = 0.95
-    mechanism: str = ""
-    remaining: Any = None
-    details: dict[str, Any] = field(default_factory=dict)
+    level: float
+    mechanism: str
+    details: dict[str, Any]
+    privacy: PrivacyReport
+
+    def __init__(
+        self,
+        group_by: tuple[str, ...],
+        keys: tuple[Any, ...],
+        value: dict[Any, Any],
+        ci: dict[Any, tuple[Any, Any] | None],
+        epsilon: float | None = None,
+        delta: float | None = None,
+        level: float = 0.95,
+        mechanism: str = "",
+        remaining: Any = UNSET,
+        details: dict[str, Any] | None = None,
+        *,
+        privacy: PrivacyReport | None = None,
+    ) -> None:
+        report = build(privacy, epsilon, delta, mechanism, remaining)
+        for name, item in (
+            ("group_by", group_by),
+            ("keys", keys),
+            ("value", value),
+            ("ci", ci),
+            ("level", level),
+            ("mechanism", mechanism),
+            ("details", {} if details is None else details),
+            ("privacy", report),
+        ):
+            object.__setattr__(self, name, item)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -66,13 +93,11 @@ class GroupedRelease:
             )
         return Release(
             value=self.value[key],
-            epsilon=self.epsilon,
-            delta=self.delta,
             ci=self.ci.get(key),
             level=self.level,
             mechanism=self.mechanism,
-            remaining=self.remaining,
             details=dict(self.details),
+            privacy=self.privacy,
         )
 
     def to_frame(self) -> pd.DataFrame:

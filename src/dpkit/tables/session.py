@@ -7,7 +7,7 @@ in a ledger file). The session is a thin façade: every query method builds a
 frozen :class:`~dpkit.tables.specs.QuerySpec` and :meth:`Session.answer` runs
 it through the same steps, each in its own module:
 
-1. :func:`~dpkit.tables.validation.validate` — every public parameter
+1. :func:`~dpkit.tables.kinds.validate` — every public parameter
    (columns, literals as values of the declared types, bounds, domains, keys,
    sizes) is checked with no data read, so errors here reveal nothing;
 2. :mod:`~dpkit.tables.costing` — the privacy event (ε, δ) and ledger label;
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -39,13 +39,14 @@ import pandas as pd
 from dpkit._checks import check_delta, check_epsilon, check_level
 from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import DataError, InvalidParameterError
+from dpkit.privacy import neighbouring
 from dpkit.release import Release
 from dpkit.tables import costing
-from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import ColumnKind, Engine
 from dpkit.tables.execution import execute
-from dpkit.tables.filters import Where
+from dpkit.tables.kinds import validate
 from dpkit.tables.plans import Plan, PlannedQuery, provably_disjoint, same_costs, total_cost
+from dpkit.tables.query_methods import QueryMethods
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.schema import Schema
 from dpkit.tables.sources import (
@@ -68,7 +69,6 @@ from dpkit.tables.validation import (
     HISTOGRAM_METHODS,
     TableContext,
     ValidatedQuery,
-    validate,
 )
 from dpkit.tables.work import (
     LIBRARY_LIMITS,
@@ -92,10 +92,24 @@ __all__ = [
 ]
 
 Result = Release | GroupedRelease
-Bounds = tuple[float, float] | str | None
 
 
-class Session:
+class SessionOptions(TypedDict, total=False):
+    """The :class:`Session` arguments every constructor (``from_csv`` ...) passes on."""
+
+    epsilon: float | None
+    delta: float
+    ledger: str | PathLike[str] | None
+    schema: Schema | Mapping[str, Any] | str | PathLike[str] | None
+    privacy_unit: str | None
+    max_contributions: int
+    rng: object
+    level: float
+    accountant: Any
+    dataset: str | None
+
+
+class Session(QueryMethods):
     """Private queries over one table, paid from one privacy budget.
 
     Build one with a constructor for your source: :meth:`from_csv`,
@@ -252,13 +266,9 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
         materialize: bool = False,
         read_options: Mapping[str, Any] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a CSV file, scanned by DuckDB.
 
@@ -297,10 +307,6 @@ class Session:
         options.setdefault("dataset", str(p.resolve()))
         return cls(
             DuckDBEngine(con, _as_view(con, rel, materialize=materialize)),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -311,11 +317,7 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a Parquet file (or glob), scanned by DuckDB.
 
@@ -340,10 +342,6 @@ class Session:
             options.setdefault("dataset", str(Path(path).resolve()))
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -354,11 +352,7 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a pandas DataFrame, queried in place by DuckDB.
 
@@ -388,10 +382,6 @@ class Session:
         )
         return cls(
             DuckDBEngine(con, _as_view(con, rel)),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -402,11 +392,7 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a polars DataFrame (through Arrow); types as in :meth:`from_arrow`."""
         if not hasattr(df, "to_arrow"):
@@ -419,10 +405,6 @@ class Session:
             types,
             infer_types,
             "polars DataFrame",
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -433,11 +415,7 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a ``pyarrow.Table`` (or record batch reader), scanned by DuckDB.
 
@@ -451,10 +429,6 @@ class Session:
             types,
             infer_types,
             "Arrow table",
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -465,7 +439,7 @@ class Session:
         types: Mapping[str, str] | None,
         infer_types: bool,
         what: str,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
@@ -490,11 +464,7 @@ class Session:
         connection: Any = None,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a DuckDB relation, or a table/view name on ``connection``.
 
@@ -529,10 +499,6 @@ class Session:
         )
         return cls(
             DuckDBEngine(connection, rel),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -546,11 +512,7 @@ class Session:
         extension_directory: str | PathLike[str] | None = None,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a table in a SQLite file or a PostgreSQL database.
 
@@ -611,33 +573,19 @@ class Session:
                 'on a connected machine with python -c "import duckdb; '
                 "duckdb.install_extension('postgres')\" and copy ~/.duckdb/extensions over."
             )
+        inferred: Callable[[], Mapping[str, str]] | None = None
         if kind == "sqlite":
             path = Path(database)
-            rel = _as_declared(
-                raw,
-                declared,
-                infer_types,
-                "SQLite table",
-                trusted="the table's declared column types, by SQLite's affinity rules "
-                "(SQLite stores any value in any column)",
-                inferred=lambda: _sqlite_types(path, table),
+            what = "SQLite table"
+            trusted = (
+                "the table's declared column types, by SQLite's affinity rules "
+                "(SQLite stores any value in any column)"
             )
+            inferred = lambda: _sqlite_types(path, table)  # noqa: E731
         else:
-            rel = _as_declared(
-                raw,
-                declared,
-                infer_types,
-                "PostgreSQL table",
-                trusted="the table's column types",
-            )
-        return cls(
-            DuckDBEngine(con, _as_view(con, rel)),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
-            **options,
-        )
+            what, trusted = "PostgreSQL table", "the table's column types"
+        rel = _as_declared(raw, declared, infer_types, what, trusted=trusted, inferred=inferred)
+        return cls(DuckDBEngine(con, _as_view(con, rel)), **options)
 
     @classmethod
     def from_spark(
@@ -646,11 +594,7 @@ class Session:
         *,
         types: Mapping[str, str] | None = None,
         infer_types: bool = False,
-        epsilon: float | None = None,
-        delta: float = 0.0,
-        ledger: str | PathLike[str] | None = None,
-        schema: Schema | Mapping[str, Any] | str | PathLike[str] | None = None,
-        **options: Any,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a PySpark DataFrame; every aggregation runs in Spark.
 
@@ -670,10 +614,6 @@ class Session:
         frame = _spark_as_declared(df, declared, infer_types)
         return cls(
             SparkEngine(frame),
-            epsilon=epsilon,
-            delta=delta,
-            ledger=ledger,
-            schema=schema,
             **options,
         )
 
@@ -713,447 +653,10 @@ class Session:
         return self._engine
 
     # -- queries ----------------------------------------------------------------------
-
-    def count(
-        self,
-        column: str | None = None,
-        *,
-        epsilon: float,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Noisy number of rows (with ``column``: rows where it is not dropped as missing).
-
-        Privacy: ε-DP (add/remove one row changes the count by 1, or by ``k``
-        per person: two-sided geometric noise of scale ``k/ε``). With
-        ``group_by`` each row is in one group, so the vector of counts has ℓ1
-        sensitivity ``k`` and the whole result costs ε (parallel
-        composition). With ``keys="private"``, (ε, δ)-DP: only keys whose
-        noisy count reaches :func:`~dpkit.tables.queries.partition_threshold`
-        are released, the same noisy counts being the answers.
-        ``ci``: ``value ± half_width`` (exact for the geometric noise), with
-        the lower end at least 0.
-        """
-        return self._query(
-            "count",
-            column,
-            epsilon=epsilon,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def sum(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        bounds: Bounds = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Noisy sum of the column clipped to ``bounds = (lo, hi)``.
-
-        Privacy: ε-DP. Clipping bounds each row's contribution, so adding or
-        removing a row changes the sum by at most ``max(|lo|, |hi|)`` (times
-        ``k`` per person): Laplace noise of that scale over ε. ``ci`` is
-        ``value ± half_width`` and contains the *clipped* sum. See
-        :meth:`count` for ``group_by``/``keys``; with private keys half of ε
-        selects the groups. ``bounds="private"`` first spends
-        ``PRIVATE_BOUNDS_FRACTION`` (25%) of ε choosing the bounds from a
-        thresholded noisy histogram over a public coarse grid (they are in
-        ``details["bounds"]``); the same option works for mean, variance, std.
-        """
-        return self._query(
-            "sum",
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def mean(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        bounds: Bounds = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Noisy mean of the column clipped to ``bounds``: noisy centred sum / noisy count.
-
-        Privacy: ε-DP by sequential composition of a Laplace sum of
-        ``clip(x) - mid`` (sensitivity ``(hi - lo)/2``, times ``k``) and a
-        geometric count (sensitivity ``k``), with ε split by
-        :func:`~dpkit.tables.queries.mean_split` to minimise the worst-case
-        error bound. The ratio is post-processing. ``ci`` contains the clipped
-        mean with probability ≥ ``level`` (union bound over the two noises,
-        interval arithmetic: :func:`~dpkit.tables.queries.mean_interval`).
-        With private keys the noisy count also selects the groups.
-        """
-        return self._query(
-            "mean",
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def variance(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        bounds: Bounds = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Noisy population variance of the clipped column, from three noisy sums.
-
-        Privacy: ε-DP: Laplace sums of ``(clip(x) - mid)**2`` (sensitivity
-        ``r**2``) and ``clip(x) - mid`` (``r``), and a geometric count
-        (1), all times ``k``, with ε split ``0.293 : 0.414 : 0.293``
-        (:func:`~dpkit.tables.queries.variance_split`). ``ci`` contains the
-        clipped variance with probability ≥ ``level``
-        (:func:`~dpkit.tables.queries.variance_interval`).
-        """
-        return self._query(
-            "variance",
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def std(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        bounds: Bounds = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Square root of :meth:`variance` (post-processing; same guarantee and cost)."""
-        return self._query(
-            "std",
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def quantile(
-        self,
-        column: str,
-        q: float,
-        *,
-        epsilon: float,
-        bounds: tuple[float, float] | None = None,
-        grid_size: int | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """A q-quantile chosen by permute-and-flip over a public grid.
-
-        The candidates are ``grid_size`` evenly spaced points of ``bounds``
-        (public; default :data:`~dpkit.tables.queries.QUANTILE_GRID` = 131,073
-        points, or 10,001 per group with ``group_by``). One engine pass counts
-        the clipped values by grid position; candidate ``c`` has utility
-        ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
-        (:func:`~dpkit.tables.queries.quantile_utilities`), sensitivity
-        ``Δ = max(q, 1 - q)`` (times ``k`` per person). Permute-and-flip
-        (McKenna & Sheldon 2020) accepts candidates in a random order, each
-        with probability ``exp(ε (u - u_max) / (2Δ))``: ε-DP, like the
-        exponential mechanism ``∝ exp(ε u / (2Δ))``, and never less accurate in
-        expectation. The answer is a grid point, so its resolution is
-        ``(hi - lo) / (grid_size - 1)``.
-
-        Accuracy: no interval in value units can be given without looking at
-        the data, so ``ci`` is ``None`` and ``details["rank_error"]`` states
-        the guarantee instead: with probability ≥ ``level`` the released
-        value's utility is within that many rows of the best grid point's.
-        """
-        return self._query(
-            "quantile",
-            column,
-            q=q,
-            epsilon=epsilon,
-            bounds=bounds,
-            grid_size=grid_size,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def median(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        bounds: tuple[float, float] | None = None,
-        grid_size: int | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """:meth:`quantile` with ``q = 0.5`` (same guarantee: ε-DP, or (ε, δ) with private keys)."""
-        return self._query(
-            "median",
-            column,
-            epsilon=epsilon,
-            bounds=bounds,
-            grid_size=grid_size,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def min(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        q: float = Q.MIN_QUANTILE,
-        bounds: tuple[float, float] | None = None,
-        grid_size: int | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """A private minimum: the ``q = MIN_QUANTILE`` (0.01) quantile by :meth:`quantile`.
-
-        Never the raw minimum plus noise, which is not differentially private
-        at any noise scale: one row can move the minimum anywhere in the
-        bounds. Same guarantee as :meth:`quantile` (ε-DP).
-        """
-        return self._query(
-            "min",
-            column,
-            q=q,
-            epsilon=epsilon,
-            bounds=bounds,
-            grid_size=grid_size,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def max(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        q: float = Q.MAX_QUANTILE,
-        bounds: tuple[float, float] | None = None,
-        grid_size: int | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """A private maximum: the ``q = MAX_QUANTILE`` (0.99) quantile by :meth:`quantile` (ε-DP)."""
-        return self._query(
-            "max",
-            column,
-            q=q,
-            epsilon=epsilon,
-            bounds=bounds,
-            grid_size=grid_size,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def mode(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        domain: Sequence[Any] | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """The most frequent value of a public ``domain``, by the exponential mechanism.
-
-        One engine pass counts each domain value; the counts are the
-        utilities. Adding a row raises one count by 1 and lowers none, so the
-        utilities are monotonic with sensitivity 1 (``k``) and the selection
-        uses ``P ∝ exp(ε · count / k)``: ε-DP. ``ci`` is ``None``;
-        ``details["count_error"]`` bounds, with probability ≥ ``level``, how
-        many rows fewer the chosen value may have than the true mode.
-        """
-        return self._query(
-            "mode",
-            column,
-            epsilon=epsilon,
-            domain=domain,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def histogram(
-        self,
-        column: str,
-        *,
-        epsilon: float,
-        edges: Sequence[float] | None = None,
-        bins: int | None = None,
-        bounds: tuple[float, float] | None = None,
-        domain: Sequence[Any] | None = None,
-        method: str | None = None,
-        max_count: int | None = None,
-        where: Where = None,
-        group_by: str | Sequence[str] | None = None,
-        keys: Any = None,
-        delta: float = 0.0,
-        level: float | None = None,
-    ) -> Result:
-        """Noisy counts per public bin (numeric ``edges``, or ``bins`` over ``bounds``) or per domain value.
-
-        One engine pass counts every bin. Each row is in exactly one bin
-        (values are clipped into the end bins), so the count vector has ℓ1
-        sensitivity 1 (``k``): geometric noise of scale ``k/ε`` on every bin
-        is ε-DP for the whole histogram (parallel composition over bins).
-        ``value`` is the array of noisy counts, ``ci`` a pair of arrays (each
-        bin's own interval); ``details`` has the edges or labels.
-
-        ``method`` in ``HISTOGRAM_METHODS`` hands the exact counts to
-        :mod:`dpkit.histograms` instead (with ``ε/k``: group privacy turns an
-        ε/k-DP publication for one-row changes into ε-DP for ``k`` rows);
-        ``value`` is then its estimates, ``ci`` is ``None`` and
-        ``details["published"]`` is the published histogram (range queries,
-        error estimates). ``method="structure_first"`` needs ``max_count``, a
-        public upper bound on any bin's count (checked before the charge);
-        ``method="auto"`` (the workload-aware default of
-        :func:`dpkit.histograms.auto`, for range queries) takes ``max_count`` as
-        a public bound on the number of rows.
-        """
-        return self._query(
-            "histogram",
-            column,
-            epsilon=epsilon,
-            edges=edges,
-            bins=bins,
-            bounds=bounds,
-            domain=domain,
-            method=method,
-            max_count=max_count,
-            where=where,
-            group_by=group_by,
-            keys=keys,
-            delta=delta,
-            level=level,
-        )
-
-    def histogram2d(
-        self,
-        x: str,
-        y: str,
-        *,
-        epsilon: float,
-        bins: int | tuple[int, int] | None = None,
-        bounds: tuple[tuple[float, float], tuple[float, float]] | None = None,
-        edges: tuple[Sequence[float], Sequence[float]] | None = None,
-        method: str | None = None,
-        n_records: float | None = None,
-        where: Where = None,
-        level: float | None = None,
-    ) -> Result:
-        """A private 2-D histogram (a map) of numeric columns ``x`` and ``y`` over public bins.
-
-        Bins per axis, each from the query or the schema: ``bins=(nx, ny)``
-        (or one integer for both) with ``bounds=((x_lo, x_hi), (y_lo, y_hi))``,
-        or ``edges=(x_edges, y_edges)``. ``method`` is one of
-        ``HISTOGRAM2D_METHODS``: ``"auto2d"`` (the default: AGrid, or 2-D
-        Laplace when the counts are large), ``"agrid"``, ``"ugrid"``,
-        ``"dawa2d"`` or ``"laplace2d"`` (see :mod:`dpkit.histograms`);
-        ``n_records`` is a public row count for the grid rules (without it
-        auto2d/AGrid/UGrid buy a noisy count with 5% of ε).
-
-        Privacy: ε-DP. One engine pass counts every cell; each row lies in
-        one cell (values clipped to the outer edges; a row missing either
-        value follows the columns' null policies), so the grid of counts has
-        ℓ1 sensitivity ``k`` and the publisher runs with ε/k (group privacy).
-        ``value`` is the ``(nx, ny)`` array of cell estimates;
-        ``details["published"]`` is the :class:`~dpkit.histograms.PublishedGrid`
-        (rectangle queries with error bars, ``.plot()`` for a heat map).
-        """
-        return self._query(
-            "histogram2d",
-            x,
-            y_column=y,
-            epsilon=epsilon,
-            bins=bins,
-            bounds=bounds,
-            edges=edges,
-            method=method,
-            n_records=n_records,
-            where=where,
-            level=level,
-        )
+    # count, sum, mean, ... histogram2d: one method per registered kind, from QueryMethods
+    # (dpkit.tables.query_methods); each builds a QuerySpec and calls answer().
 
     # -- the four steps ------------------------------------------------------------------
-
-    def _query(self, kind: str, column: str | None, **params: Any) -> Result:
-        given = {k: v for k, v in params.items() if v is not None}
-        return self.answer(QuerySpec(kind, column, **given))
 
     #: How much work and answer one query may take (:mod:`dpkit.tables.work`); see limit_work().
     _limits: WorkLimits = LIBRARY_LIMITS
@@ -1188,6 +691,8 @@ class Session:
         A query whose estimated work or answer size (from its public parameters,
         :func:`dpkit.tables.work.estimate`) is beyond :attr:`limits` is refused here.
         """
+        if not isinstance(spec, QuerySpec):
+            raise InvalidParameterError("expected a query spec (dpkit.tables.Query / QuerySpec).")
         self._limits.check(presize(spec))  # the sizes it states, before building anything
         query = validate(spec, self._context)
         self._limits.check(estimate(query, rows=self._limits.rows))
@@ -1229,7 +734,9 @@ class Session:
             return execute(planned.query, engine, self._rng)
 
         result = charge_and_run(payer, costing.cost(planned.query), planned.label, release)
-        return replace(result, remaining=payer.remaining_seen)  # what this charge left
+        # what this charge left, and the session's neighbouring relation (public)
+        relation = neighbouring(self._privacy_unit, self._k)
+        return replace(result, privacy=result.privacy.paid(payer.remaining_seen, relation))
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).
@@ -1301,7 +808,8 @@ class Session:
                 self._accountant, plan.cost, f"plan: {'; '.join(plan.labels)}", run_all
             )
             remaining = self._accountant.remaining
-        return [replace(r, remaining=remaining) for r in results]
+        relation = neighbouring(self._privacy_unit, self._k)
+        return [replace(r, privacy=r.privacy.paid(remaining, relation)) for r in results]
 
     # -- internals ------------------------------------------------------------------------
 

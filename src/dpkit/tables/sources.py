@@ -121,7 +121,7 @@ def _resolve_types(
             f"type names ({_TYPE_EXAMPLES}) for every column (values that do not fit the "
             "declared type are read as missing). To take the types from the source instead, "
             "pass infer_types=True (it warns: they are then a function of what the source "
-            "holds, not a declaration)."
+            "holds, not a declaration).",
         )
     found = source_types()
     warnings.warn(

@@ -19,58 +19,57 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import Condition
 from dpkit.tables.filters import Where, parse_where
+from dpkit.tables.kinds import REGISTRY
 
-__all__ = ["QUERY_KINDS", "Parallel", "Query", "QuerySpec"]
+__all__ = ["PARAMETERS", "QUERY_KINDS", "Parallel", "Query", "QuerySpec"]
 
-QUERY_KINDS = (
-    "count",
-    "sum",
-    "mean",
-    "variance",
-    "std",
-    "quantile",
-    "median",
-    "min",
-    "max",
-    "mode",
-    "histogram",
-    "histogram2d",
-)
 
-_COMMON = ("epsilon", "where", "group_by", "keys", "delta", "level")
+class _KindNames(Sequence[str]):
+    """The registered kinds' names, in display order (a live view of the registry)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        return tuple(REGISTRY)[index]
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+    def __contains__(self, name: object) -> bool:
+        return name in REGISTRY
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == other if isinstance(other, tuple) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+class _KindParameters(Mapping[str, tuple[str, ...]]):
+    """Each kind's keyword arguments (besides ``column``), as spec fields: a view of the registry."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return tuple(p.field for p in REGISTRY[name].parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+#: The query kinds, in display order (``dpkit.tables.kinds.REGISTRY``'s names).
+QUERY_KINDS: Sequence[str] = _KindNames()
 #: The keyword arguments each kind takes (besides ``column``).
-PARAMETERS: dict[str, tuple[str, ...]] = {
-    "count": _COMMON,
-    "sum": (*_COMMON, "bounds"),
-    "mean": (*_COMMON, "bounds"),
-    "variance": (*_COMMON, "bounds"),
-    "std": (*_COMMON, "bounds"),
-    "quantile": (*_COMMON, "bounds", "q", "grid_size"),
-    "median": (*_COMMON, "bounds", "grid_size"),
-    "min": (*_COMMON, "bounds", "q", "grid_size"),
-    "max": (*_COMMON, "bounds", "q", "grid_size"),
-    "mode": (*_COMMON, "domain"),
-    "histogram": (*_COMMON, "edges", "bins", "bounds", "domain", "method", "max_count"),
-    # Over two numeric columns (``column`` is x): no grouping yet.
-    "histogram2d": (
-        "epsilon",
-        "where",
-        "level",
-        "y_column",
-        "edges",
-        "bins",
-        "bounds",
-        "method",
-        "n_records",
-    ),
-}
+PARAMETERS: Mapping[str, tuple[str, ...]] = _KindParameters()
 
 
 def _frozen(value: Any) -> Any:
@@ -122,6 +121,8 @@ class QuerySpec:
     max_count: Any = None
     y_column: Any = None
     n_records: Any = None
+    #: parameters of registered kinds that have no field above, as sorted (name, value) pairs
+    extra: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
     _given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __init__(self, kind: str, column: str | None = None, **params: Any) -> None:
@@ -145,11 +146,13 @@ class QuerySpec:
         set_ = object.__setattr__
         set_(self, "kind", kind)
         set_(self, "column", column)
+        own = {f.name for f in fields(self)}
         for f in fields(self):
             if f.name in ("kind", "column", "_given"):
                 continue
-            default = 0.0 if f.name == "delta" else () if f.name == "where" else None
+            default = 0.0 if f.name == "delta" else () if f.name in ("where", "extra") else None
             set_(self, f.name, default)
+        extra = {}
         for name, value in params.items():
             if name == "where":
                 value = _where_structure(value)
@@ -161,8 +164,23 @@ class QuerySpec:
                 value = 0.0 if value is None else _frozen(value)
             else:
                 value = _frozen(value)
-            set_(self, name, value)
+            if name in own:
+                set_(self, name, value)
+            else:
+                extra[name] = value
+        set_(self, "extra", tuple(sorted(extra.items())))
         set_(self, "_given", frozenset(params))
+
+    def __getattr__(self, name: str) -> Any:
+        """A registered kind's own parameter that has no field (``None`` when not given)."""
+        kind = self.__dict__.get("kind")
+        if (
+            name.startswith("_")
+            or not isinstance(kind, str)
+            or name not in PARAMETERS.get(kind, ())
+        ):
+            raise AttributeError(name)
+        return dict(self.__dict__.get("extra", ())).get(name)
 
     @property
     def params(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Availability is part of the guarantee a shared service gives: one cheap,
 valid query must not keep a dataset busy for minutes. So every query is
-sized **before it is charged**, from what :func:`~dpkit.tables.validation.validate`
+sized **before it is charged**, from what :func:`~dpkit.tables.kinds.validate`
 already checked — the statistic, the number of bins, 2-D cells, domain
 values, public keys and quantile grid points, the histogram method, and the
 number of rows the data owner *declared* (never the table's real row count)
@@ -57,6 +57,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpkit.errors import InvalidParameterError
+from dpkit.tables.kinds.histogram import HistogramQuery
+from dpkit.tables.kinds.histogram2d import Histogram2DQuery
+from dpkit.tables.kinds.mode import ModeQuery
+from dpkit.tables.kinds.quantile import QuantileQuery
 from dpkit.tables.validation import ValidatedQuery
 
 __all__ = [
@@ -201,10 +205,9 @@ def estimate(query: ValidatedQuery, *, rows: int | None = None) -> WorkEstimate:
         groups = len(grouping.keys or ())
         group_driver = "the number of keys"
     units = _BASE + _PER_GROUP * groups + (0.0 if rows is None else _PER_ROW * rows)
-    stat = query.statistic
     per_group_cells = 1
     driver = group_driver or "the query"
-    if stat == "histogram":
+    if isinstance(query, HistogramQuery):
         width = len(query.domain) if query.domain is not None else len(query.edges or ()) - 1
         per_group_cells = width
         eps = query.epsilon / max(1, query.max_contributions)
@@ -213,16 +216,16 @@ def estimate(query: ValidatedQuery, *, rows: int | None = None) -> WorkEstimate:
         what = "the number of domain values" if query.domain is not None else "bins"
         method = "" if query.method is None else f" (method={query.method!r})"
         driver = f"{what}{method}" + (f" or {group_driver}" if group_driver else "")
-    elif stat == "histogram2d":
-        cells = (len(query.edges or ()) - 1) * (len(query.edges2 or ()) - 1)
+    elif isinstance(query, Histogram2DQuery):
+        cells = (len(query.edges) - 1) * (len(query.edges2) - 1)
         per_group_cells = cells
         units += method_units(query.method, cells) + _PER_CELL * cells
         driver = f"the bins per axis (method={query.method!r})"
-    elif stat == "quantile":
+    elif isinstance(query, QuantileQuery):
         grid = 2 * int(query.grid_size or 2) - 1
         units += groups * 4.0 * grid
         driver = "grid_size" + (f" or {group_driver}" if group_driver else "")
-    elif stat == "mode":
+    elif isinstance(query, ModeQuery):
         domain = len(query.domain or ())
         units += groups * 5.0 * domain
         driver = "the domain" + (f" or {group_driver}" if group_driver else "")
@@ -230,7 +233,7 @@ def estimate(query: ValidatedQuery, *, rows: int | None = None) -> WorkEstimate:
         driver = "the declared rows (filters cannot shrink a pass)"
     cells = groups * per_group_cells
     answer = _BYTES_BASE + groups * _BYTES_PER_GROUP + cells * _BYTES_PER_CELL
-    if stat == "mode":
+    if isinstance(query, ModeQuery):
         answer += len(query.domain or ()) * _BYTES_PER_CELL // 2  # the domain's labels
     return WorkEstimate(float(units), int(answer), driver, int(cells))
 

@@ -18,6 +18,8 @@ The package mirrors its design:
   :class:`DPGradientBoostingRegressor`, cyclic Newton boosting of additive
   models accounted in zCDP (or pure epsilon): the most accurate models here.
 * :func:`export_text`, :func:`export_rules`, :func:`export_graphviz`.
+* :data:`CRITERIA`: the classifiers' split criteria by name (register a
+  :class:`Criterion` with its sensitivity to add one; ``docs/architecture.md``).
 
 Every estimator states its guarantee and budget split in its docstring, takes
 ``accountant=`` (charged before the rows are read) and carries ``privacy_`` in
@@ -25,18 +27,28 @@ one format; the arguments in full are in ``docs/trees-classification.md``,
 ``docs/trees-regression.md`` and ``docs/trees-boosting.md``.
 """
 
-from dpkit.trees.boosting import DPGradientBoostingClassifier, DPGradientBoostingRegressor
-from dpkit.trees.classification._forest import DPRandomForestClassifier
-from dpkit.trees.classification._tree import DPDecisionTreeClassifier
-from dpkit.trees.engine._budget import BudgetPlan
-from dpkit.trees.engine._export import export_graphviz, export_rules, export_text
-from dpkit.trees.engine._grid import FeatureGrid
-from dpkit.trees.engine._growth import Tree
-from dpkit.trees.regression._forest import DPRandomForestRegressor
-from dpkit.trees.regression._tree import DPDecisionTreeRegressor
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from dpkit.trees.boosting import DPGradientBoostingClassifier, DPGradientBoostingRegressor
+    from dpkit.trees.classification._criteria import CRITERIA, Criterion
+    from dpkit.trees.classification._forest import DPRandomForestClassifier
+    from dpkit.trees.classification._tree import DPDecisionTreeClassifier
+    from dpkit.trees.engine._budget import BudgetPlan
+    from dpkit.trees.engine._export import export_graphviz, export_rules, export_text
+    from dpkit.trees.engine._grid import FeatureGrid
+    from dpkit.trees.engine._growth import Tree
+    from dpkit.trees.regression._forest import DPRandomForestRegressor
+    from dpkit.trees.regression._tree import DPDecisionTreeRegressor
 
 __all__ = [
+    "CRITERIA",
     "BudgetPlan",
+    "Criterion",
     "DPDecisionTreeClassifier",
     "DPDecisionTreeRegressor",
     "DPGradientBoostingClassifier",
@@ -49,3 +61,23 @@ __all__ = [
     "export_rules",
     "export_text",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BudgetPlan": "dpkit.trees.engine._budget",
+        "CRITERIA": "dpkit.trees.classification._criteria",
+        "Criterion": "dpkit.trees.classification._criteria",
+        "DPDecisionTreeClassifier": "dpkit.trees.classification._tree",
+        "DPDecisionTreeRegressor": "dpkit.trees.regression._tree",
+        "DPGradientBoostingClassifier": "dpkit.trees.boosting",
+        "DPGradientBoostingRegressor": "dpkit.trees.boosting",
+        "DPRandomForestClassifier": "dpkit.trees.classification._forest",
+        "DPRandomForestRegressor": "dpkit.trees.regression._forest",
+        "FeatureGrid": "dpkit.trees.engine._grid",
+        "Tree": "dpkit.trees.engine._growth",
+        "export_graphviz": "dpkit.trees.engine._export",
+        "export_rules": "dpkit.trees.engine._export",
+        "export_text": "dpkit.trees.engine._export",
+    },
+)

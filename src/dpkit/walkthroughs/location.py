@@ -92,9 +92,9 @@ def run_location_demo(
     epsilons: tuple[float, ...] = EPSILONS,
     repeats: int = 5,
     extent: tuple[float, float, float, float] = CALIFORNIA,
-    seed: int = 0,
+    rng: int | np.random.Generator = 0,
 ) -> LocationDemo:
-    """Run the loop; see the module docstring. Seeded noise: for public data only."""
+    """Run the loop; see the module docstring. Seeded noise (``rng``): for public data only."""
     frame = pd.read_csv(data)
     for column in ("Latitude", "Longitude", value, cycle_column):
         if column not in frame.columns:
@@ -109,7 +109,7 @@ def run_location_demo(
     area = (corners[0, 0], corners[0, 1], corners[1, 0], corners[1, 1])
     points = project_km(frame["Latitude"], frame["Longitude"], origin=origin)
     values = frame[value].to_numpy(dtype=np.float64)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(rng)
     cycle = np.digitize(frame[cycle_column].to_numpy(dtype=np.float64), cycle_edges[1:-1])
     is_history = cycle != present
     grid = grid_regions(area, shape)

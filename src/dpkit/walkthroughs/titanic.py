@@ -16,6 +16,7 @@ fares up to 600 pounds. Missing Age/Embarked values get a branch of their own
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,9 +78,11 @@ class WalkthroughResult:
     majority: float = 0.0
 
 
-def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
-    from dpkit.trees.classification._forest import DPRandomForestClassifier
-    from dpkit.trees.classification._tree import DPDecisionTreeClassifier
+_NOT_GIVEN: Any = object()  # run()'s deprecated ``seed=`` was not passed
+
+
+def _model(algorithm: str, epsilon: float, rng: int | None) -> Any:
+    from dpkit.trees import DPDecisionTreeClassifier, DPRandomForestClassifier
 
     common: dict[str, Any] = {
         "epsilon": epsilon,
@@ -87,7 +90,7 @@ def _model(algorithm: str, epsilon: float, seed: int | None) -> Any:
         "domains": DOMAINS,  # declared: a category dtype is no declaration
         "classes": CLASSES,
         "missing": "separate",
-        "random_state": seed,
+        "random_state": rng,
     }
     if algorithm == "forest":
         return DPRandomForestClassifier(**common)
@@ -105,12 +108,12 @@ def accuracy_over_splits(
     algorithms: Sequence[str] = ALGORITHMS,
     splits: int = 20,
     test_size: float = 0.3,
-    seed: int | None = 0,
+    rng: int | None = 0,
 ) -> dict[str, dict[float, tuple[float, float]]]:
     """Mean and standard deviation of test accuracy over random train/test splits.
 
-    Split ``r`` uses a permutation seeded by ``seed + r`` (public randomness);
-    the models' noise is seeded too when ``seed`` is not None (reproducible
+    Split ``r`` uses a permutation seeded by ``rng + r`` (public randomness);
+    the models' noise is seeded too when ``rng`` is not None (reproducible
     experiment), secure otherwise.
     """
     n = len(y)
@@ -119,10 +122,10 @@ def accuracy_over_splits(
         for eps in epsilons:
             accs = []
             for r in range(splits):
-                perm = np.random.default_rng(None if seed is None else seed + r).permutation(n)
+                perm = np.random.default_rng(None if rng is None else rng + r).permutation(n)
                 cut = round(n * (1 - test_size))
                 tr, te = perm[:cut], perm[cut:]
-                noise_seed = None if seed is None else 10_000 + r
+                noise_seed = None if rng is None else 10_000 + r
                 model = _model(algorithm, eps, noise_seed).fit(X.iloc[tr], y[tr])
                 accs.append(float(np.mean(model.predict(X.iloc[te]) == y[te])))
             out.setdefault(algorithm, {})[eps] = (float(np.mean(accs)), float(np.std(accs)))
@@ -136,8 +139,9 @@ def run(
     epsilons: Sequence[float] = EPSILONS,
     algorithms: Sequence[str] = ALGORITHMS,
     splits: int = 20,
-    seed: int | None = 0,
+    rng: int | None = 0,
     echo: bool = True,
+    seed: Any = _NOT_GIVEN,
 ) -> WalkthroughResult:
     """The decision-tree course project's walk-through with DP trees; prints it (``echo``) and returns it.
 
@@ -153,26 +157,37 @@ def run(
     fits ``len(algorithms) * len(epsilons) * splits`` models on the same data,
     so it is an experiment about the method, not a release: report its numbers,
     not the models.
+
+    ``rng``: the seed of the splits and of the models' noise (None: secure
+    noise). ``seed=`` is its old name: still accepted with a DeprecationWarning
+    until the next release.
     """
+    if seed is not _NOT_GIVEN:
+        warnings.warn(
+            "run(seed=...) is deprecated and goes in the next release; pass rng=... instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        rng = seed
     from rich.console import Console
     from rich.table import Table
 
     console = Console(highlight=False) if echo else Console(quiet=True)
     X, y = load_titanic(data)
-    model = _model("id3", epsilon, seed).fit(X, y)
+    model = _model("id3", epsilon, rng).fit(X, y)
     rules = model.export_text()
     console.rule(
         f"ID3 on noisy counts (the decision-tree course project), epsilon = {epsilon:g}, all 891 passengers"
     )
     console.print(rules, markup=False)  # "Sex in [female]" is not Rich markup
-    console.print(f"privacy: {model.privacy_['queries']}", markup=False)
+    console.print(f"privacy: {model.privacy_.details['queries']}", markup=False)
     first = model.predict(X.iloc[:20])
     console.rule("The first 20 passengers (as in the decision-tree course project)")
     console.print("Predictions: ", list(map(int, first)), markup=False)
     console.print("Real values: ", list(map(int, y[:20])), markup=False)
     console.print(f"agreement: {int(np.sum(first == y[:20]))} / 20")
     table_data = accuracy_over_splits(
-        X, y, epsilons=epsilons, algorithms=algorithms, splits=splits, seed=seed
+        X, y, epsilons=epsilons, algorithms=algorithms, splits=splits, rng=rng
     )
     majority = float(max(np.mean(y), 1 - np.mean(y)))
     table = Table(title=f"Test accuracy, mean ± std over {splits} random 70/30 splits")

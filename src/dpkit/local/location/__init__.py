@@ -13,24 +13,31 @@
   :func:`infer_map` (S3).
 """
 
-from dpkit.local.location.channels import planar_laplace_channel, project_km, unproject_km
-from dpkit.local.location.crowdsensing import (
-    Adjustment,
-    fit_adjustment,
-    infer_map,
-    quality_loss,
-    sensing_matrix,
-    upload,
-)
-from dpkit.local.location.matrices import (
-    ObfuscationMatrix,
-    bayes_remap,
-    exponential_matrix,
-    optimal_matrix,
-    realised_epsilon,
-)
-from dpkit.local.location.planar_laplace import PlanarLaplace
-from dpkit.local.location.regions import Regions, grid_regions
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dpkit._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from dpkit.local.location.channels import planar_laplace_channel, project_km, unproject_km
+    from dpkit.local.location.crowdsensing import (
+        Adjustment,
+        fit_adjustment,
+        infer_map,
+        quality_loss,
+        sensing_matrix,
+        upload,
+    )
+    from dpkit.local.location.matrices import (
+        ObfuscationMatrix,
+        bayes_remap,
+        exponential_matrix,
+        optimal_matrix,
+        realised_epsilon,
+    )
+    from dpkit.local.location.planar_laplace import PlanarLaplace
+    from dpkit.local.location.regions import Regions, grid_regions
 
 __all__ = [
     "Adjustment",
@@ -51,3 +58,26 @@ __all__ = [
     "unproject_km",
     "upload",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Adjustment": "dpkit.local.location.crowdsensing",
+        "ObfuscationMatrix": "dpkit.local.location.matrices",
+        "PlanarLaplace": "dpkit.local.location.planar_laplace",
+        "Regions": "dpkit.local.location.regions",
+        "bayes_remap": "dpkit.local.location.matrices",
+        "exponential_matrix": "dpkit.local.location.matrices",
+        "fit_adjustment": "dpkit.local.location.crowdsensing",
+        "grid_regions": "dpkit.local.location.regions",
+        "infer_map": "dpkit.local.location.crowdsensing",
+        "optimal_matrix": "dpkit.local.location.matrices",
+        "planar_laplace_channel": "dpkit.local.location.channels",
+        "project_km": "dpkit.local.location.channels",
+        "quality_loss": "dpkit.local.location.crowdsensing",
+        "realised_epsilon": "dpkit.local.location.matrices",
+        "sensing_matrix": "dpkit.local.location.crowdsensing",
+        "unproject_km": "dpkit.local.location.channels",
+        "upload": "dpkit.local.location.crowdsensing",
+    },
+)

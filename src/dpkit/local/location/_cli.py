@@ -65,7 +65,7 @@ def demo_command(data: Path, out: Path, *, participants: int, seed: int) -> None
     """Run the crowdsensing walk-through and write its figures and table."""
     from dpkit.walkthroughs.location import run_location_demo, write_location_demo
 
-    result = run_location_demo(data, participants=participants, seed=seed)
+    result = run_location_demo(data, participants=participants, rng=seed)
     print(f"{result.regions.n} regions; inference error and adversary's error by epsilon (per km):")
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for path in write_location_demo(result, out):

@@ -52,7 +52,7 @@ from dpkit._checks import check_epsilon
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local.location._mixture import mixture_lp
 from dpkit.local.location.regions import Regions
-from dpkit.mechanisms._random import as_source
+from dpkit.mechanisms.sampling import as_source
 
 __all__ = [
     "ObfuscationMatrix",

@@ -52,8 +52,13 @@ from scipy import stats
 
 from dpkit._checks import check_epsilon, exact
 from dpkit.errors import DataError, InvalidParameterError
-from dpkit.mechanisms._exact import bernoulli_exp, discrete_laplace
-from dpkit.mechanisms._random import as_source, rejection_rounds, sampling_limit
+from dpkit.mechanisms.sampling import (
+    as_source,
+    bernoulli_exp,
+    discrete_laplace,
+    rejection_rounds,
+    sampling_limit,
+)
 
 __all__ = ["PlanarLaplace", "check_area", "check_points"]
 

@@ -6,15 +6,47 @@ const API = "api/v1";
 const KEY_STORAGE = "dpkit.apiKey";
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-// Which statistics need a numeric column and bounds; which read categories.
-const NUMERIC_KINDS = new Set(["sum", "mean", "variance", "std", "quantile", "median", "min", "max"]);
+// Display names; a kind not listed here shows under its own name.
 const KIND_NAMES = {
   count: "count", sum: "sum", mean: "mean", variance: "variance", std: "standard deviation",
   quantile: "quantile", median: "median", min: "minimum", max: "maximum",
   mode: "most frequent value", histogram: "histogram",
 };
 
+// The query kinds the form offers come from GET /api/v1/query-kinds (dpkit's registry of
+// kinds): which parameters each takes decides which columns fit and which fields show. When
+// that request fails, this fallback (the kinds of this page's first version) is used.
+const FALLBACK_KINDS = [
+  { name: "count", column: { required: false }, parameters: [] },
+  ...["sum", "mean", "variance", "std"].map((name) => ({ name, parameters: [{ name: "bounds" }] })),
+  { name: "quantile", parameters: [{ name: "bounds" }, { name: "q", required: true }] },
+  ...["median", "min", "max"].map((name) => ({ name, parameters: [{ name: "bounds" }] })),
+  { name: "mode", parameters: [{ name: "domain" }] },
+  { name: "histogram", parameters: [{ name: "bounds" }, { name: "bins" }, { name: "domain" }] },
+];
+// Required parameters (besides epsilon) the form has a field for.
+const FORM_FILLS = new Set(["q"]);
+
+function readKind(k) {
+  const parameters = Array.isArray(k.parameters) ? k.parameters : [];
+  return {
+    name: String(k.name),
+    summary: typeof k.summary === "string" ? k.summary : "",
+    columnRequired: k.column?.required !== false,
+    params: new Set(parameters.map((p) => p.name)),
+    required: new Set(parameters.filter((p) => p.required && p.name !== "epsilon").map((p) => p.name)),
+  };
+}
+
+// The kinds this form can build a query for: its required parameters have fields, and it
+// reads a numeric column (bounds), a column's categories (domain), or rows (count).
+function formCanBuild(k) {
+  const reads = k.params.has("bounds") || k.params.has("domain") || !k.columnRequired;
+  return reads && [...k.required].every((name) => FORM_FILLS.has(name));
+}
+
 const state = {
+  kinds: new Map(FALLBACK_KINDS.map((k) => [k.name, readKind(k)])),
   key: null,
   dataset: null, // the dataset as GET /api/v1/datasets/{name} returns it
   lastRun: null, // {text, idempotencyKey} of a run the network lost: a retry reuses its key
@@ -192,20 +224,62 @@ function column(name) {
   return columns().find((c) => c.name === name) ?? null;
 }
 
-// The columns a statistic can read.
+// The columns a statistic can read: numbers (it takes bounds), categories (a domain), or
+// either (a histogram); a kind whose column is optional (count) reads any.
 function fits(kind, c) {
-  if (kind === "count") return true;
-  if (NUMERIC_KINDS.has(kind)) return c.kind === "numeric" || c.kind === "boolean";
-  if (kind === "mode") return c.hasDomain;
-  if (kind === "histogram") return c.hasDomain || c.kind === "numeric";
+  const k = state.kinds.get(kind);
+  if (!k) return false;
+  if (!k.columnRequired) return true;
+  const bounded = k.params.has("bounds");
+  const categorical = k.params.has("domain");
+  if (bounded && !categorical) return c.kind === "numeric" || c.kind === "boolean";
+  if (categorical && !bounded) return c.hasDomain;
+  if (bounded && categorical) return c.hasDomain || c.kind === "numeric";
   return false;
 }
 
 // A numeric histogram takes bounds and bins; over a domain it takes neither.
 function usesBounds(kind, c) {
-  if (!c) return false;
-  if (NUMERIC_KINDS.has(kind)) return true;
-  return kind === "histogram" && !c.hasDomain;
+  const k = state.kinds.get(kind);
+  if (!c || !k?.params.has("bounds")) return false;
+  return !(k.params.has("domain") && c.hasDomain);
+}
+
+function columnRequired(kind) {
+  return state.kinds.get(kind)?.columnRequired !== false;
+}
+
+// Fill the statistic list from the service's registry of kinds (keeps the static list if the
+// request fails: the fallback above describes it).
+async function loadKinds() {
+  let data;
+  try {
+    // No key and no epoch: the list is public and the same for every dataset.
+    const response = await fetch(`${API}/query-kinds`, {
+      headers: { Accept: "application/json" },
+      cache: "no-store",
+      credentials: "omit",
+    });
+    if (!response.ok) return;
+    data = await response.json();
+  } catch {
+    return;
+  }
+  if (!Array.isArray(data?.kinds)) return;
+  const offered = data.kinds.map(readKind).filter(formCanBuild);
+  if (offered.length === 0) return;
+  state.kinds = new Map(offered.map((k) => [k.name, k]));
+  const select = $("kind");
+  const previous = select.value;
+  select.replaceChildren();
+  for (const k of offered) {
+    const shown = KIND_NAMES[k.name];
+    const o = option(k.name, shown && shown !== k.name ? `${shown} (${k.name})` : k.name);
+    if (k.summary) o.title = k.summary;
+    select.append(o);
+  }
+  select.value = state.kinds.has(previous) ? previous : offered[0].name;
+  fillColumns(false);
 }
 
 function describeColumn(info) {
@@ -376,10 +450,10 @@ function fillColumns(prefill) {
   const select = $("column");
   const previous = select.value;
   select.replaceChildren();
-  if (kind === "count") select.append(option("", "all rows"));
+  if (!columnRequired(kind)) select.append(option("", "all rows"));
   const usable = columns().filter((c) => fits(kind, c));
   for (const c of usable) select.append(option(c.name, `${c.name} (${c.info.type})`));
-  if (usable.length === 0 && kind !== "count") {
+  if (usable.length === 0 && columnRequired(kind)) {
     select.append(option("", "no column fits this statistic"));
   }
   const keep = [...select.options].some((o) => o.value === previous);
@@ -395,8 +469,9 @@ function showFields(prefill) {
   $("bounds-lo-field").hidden = !bounded;
   $("bounds-hi-field").hidden = !bounded;
   $("bounds-hint").hidden = !bounded;
-  $("bins-field").hidden = !(kind === "histogram" && bounded);
-  $("q-field").hidden = kind !== "quantile";
+  const k = state.kinds.get(kind);
+  $("bins-field").hidden = !(k?.params.has("bins") && bounded);
+  $("q-field").hidden = !k?.required.has("q");
   if (prefill && c) {
     const b = Array.isArray(c.info.bounds) ? c.info.bounds : c.kind === "boolean" ? [0, 1] : null;
     $("bound-lo").value = b ? String(untag(b[0])) : "";
@@ -443,7 +518,11 @@ function buildQuery() {
   for (const node of document.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
   const kind = $("kind").value;
   const c = column($("column").value);
-  if (!c && kind !== "count") return fail(`Choose a column for the ${KIND_NAMES[kind]}.`, $("column"));
+  const k = state.kinds.get(kind);
+  if (!k) return fail("Choose a statistic.", $("kind"));
+  if (!c && k.columnRequired) {
+    return fail(`Choose a column for the ${KIND_NAMES[kind] ?? kind}.`, $("column"));
+  }
   const epsilon = number($("epsilon"), "Epsilon");
   if (epsilon === null) return null;
   if (!(epsilon > 0)) return fail("Epsilon must be greater than 0.", $("epsilon"));
@@ -455,7 +534,7 @@ function buildQuery() {
     if (hi === null) return null;
     if (!(lo < hi)) return fail("The lower bound must be below the upper bound.", $("bound-lo"));
     query.bounds = [lo, hi];
-    if (kind === "histogram") {
+    if (k.params.has("bins")) {
       const bins = number($("bins"), "The number of bins");
       if (bins === null) return null;
       if (!Number.isInteger(bins) || bins < 1) {
@@ -464,7 +543,7 @@ function buildQuery() {
       query.bins = bins;
     }
   }
-  if (kind === "quantile") {
+  if (k.required.has("q")) {
     const q = number($("q"), "The quantile q");
     if (q === null) return null;
     if (q < 0 || q > 1) return fail("The quantile q must be between 0 and 1.", $("q"));
@@ -885,6 +964,7 @@ function start() {
   $("query-form").addEventListener("input", (event) => event.target.removeAttribute("aria-invalid"));
   fillFilterValues();
   updateRunLabel();
+  loadKinds();
   const saved = sessionStorage.getItem(KEY_STORAGE);
   if (saved) {
     $("api-key").value = saved;

@@ -12,16 +12,28 @@ with the lower end at least 0.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.validation import ValidatedQuery
+from dpkit.tables.kinds.base import COMMON, Kind
+from dpkit.tables.validation import TableContext, ValidatedQuery, count_value
 
 
-def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+@dataclass(frozen=True)
+class CountQuery(ValidatedQuery):
+    """A validated count: nothing beyond the common fields (``value`` is the column, if any)."""
+
+
+def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> CountQuery:
+    return CountQuery(statistic="count", value=count_value(ctx, spec.column), **common)
+
+
+def release(v: CountQuery, engine: Engine, rng: Any) -> Any:
+    """The noisy count(s); the privacy argument is this module's docstring."""
     from dpkit.mechanisms import Geometric
 
     grouping, k = v.grouping, v.max_contributions
@@ -46,4 +58,27 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     return G.finish(v, kept, values, cis, "geometric", details)
 
 
-__all__ = ["release"]
+COUNT = Kind(
+    name="count",
+    summary="Noisy number of rows (with a column: rows where it is not dropped as missing).",
+    doc="""Noisy number of rows (with ``column``: rows where it is not dropped as missing).
+
+    Privacy: ε-DP (add/remove one row changes the count by 1, or by ``k``
+    per person: two-sided geometric noise of scale ``k/ε``). With
+    ``group_by`` each row is in one group, so the vector of counts has ℓ1
+    sensitivity ``k`` and the whole result costs ε (parallel
+    composition). With ``keys="private"``, (ε, δ)-DP: only keys whose
+    noisy count reaches :func:`~dpkit.tables.queries.partition_threshold`
+    are released, the same noisy counts being the answers.
+    ``ci``: ``value ± half_width`` (exact for the geometric noise), with
+    the lower end at least 0.
+    """,
+    parameters=COMMON,
+    query_type=CountQuery,
+    validate_query=validate,
+    release_query=release,
+    module_doc=__doc__ or "",
+    column_required=False,
+)
+
+__all__ = ["COUNT", "CountQuery", "release", "validate"]

@@ -13,18 +13,129 @@ so the first and last bins also hold everything beyond them.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpkit._checks import exact, float_at_most
-from dpkit.histograms._labels import bin_labels
+from dpkit.errors import InvalidParameterError
+from dpkit.histograms.labels import bin_labels
+from dpkit.histograms.methods import PUBLISHERS_1D, publisher
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
+from dpkit.tables.kinds.base import COMMON, Kind, parameter
 from dpkit.tables.kinds.mode import domain_slots
-from dpkit.tables.validation import ValidatedQuery
+from dpkit.tables.validation import (
+    TableContext,
+    ValidatedQuery,
+    category_value,
+    check_memory,
+    numeric_edges,
+    numeric_value,
+    public_domain,
+)
 
-__all__ = ["release", "unit_epsilon"]
+__all__ = ["HISTOGRAM", "HistogramQuery", "release", "unit_epsilon", "validate"]
+
+#: Methods that take ``max_count``: StructureFirst's F; for ``auto``, the bound on rows.
+_MAX_COUNT_METHODS = ("structure_first", "auto")
+
+
+@dataclass(frozen=True)
+class HistogramQuery(ValidatedQuery):
+    """A validated histogram: a public domain (categories) or public edges, and the method."""
+
+    domain: tuple[Any, ...] | None = None
+    #: the domain as the analyst or schema wrote it (answers are reported in these terms)
+    domain_labels: tuple[Any, ...] | None = None
+    edges: tuple[float, ...] | None = None
+    method: str | None = None
+    max_count: int | None = None
+
+
+def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> HistogramQuery:
+    """Public bins or domain, a known method and its options, within the memory ceiling."""
+    column = spec.column
+    grouping = common["grouping"]
+    method = spec.method
+    if method is not None and method not in PUBLISHERS_1D:  # the live registry
+        raise InvalidParameterError(f"method must be one of {tuple(PUBLISHERS_1D)} or None.")
+    schema_col = ctx.schema.get(column)
+    categorical = spec.domain is not None or (
+        spec.edges is None
+        and spec.bins is None
+        and spec.bounds is None
+        and schema_col.domain is not None
+        and schema_col.edges is None
+    )
+    max_count = _max_count(spec.max_count, method)
+    if categorical:
+        if spec.edges is not None or spec.bins is not None or spec.bounds is not None:
+            raise InvalidParameterError(
+                "give either domain= (categories) or edges=/bins= (numbers), not both."
+            )
+        domain, labels = public_domain(ctx, column, spec.domain, "histogram()")
+        check_memory(grouping, len(domain), "the histogram")
+        _check_method(method, len(domain), common["epsilon"], max_count)
+        return HistogramQuery(
+            statistic="histogram",
+            value=category_value(ctx, column),
+            domain=domain,
+            domain_labels=labels,
+            method=method,
+            max_count=max_count,
+            **common,
+        )
+    edges = numeric_edges(ctx, column, spec.edges, spec.bins, spec.bounds, grouping=grouping)
+    check_memory(grouping, len(edges) - 1, "the histogram's bins")
+    _check_method(method, len(edges) - 1, common["epsilon"], max_count)
+    return HistogramQuery(
+        statistic="histogram",
+        value=numeric_value(ctx, column, (edges[0], edges[-1])),
+        edges=edges,
+        method=method,
+        max_count=max_count,
+        **common,
+    )
+
+
+def _check_method(method: str | None, n: int, epsilon: float, max_count: int | None) -> None:
+    """The memory a :mod:`dpkit.histograms` method needs for n bins (public; before the charge)."""
+    if method not in ("noise_first", "structure_first"):
+        return  # the others need O(n log n) memory, covered by the bins' own check
+    from dpkit.histograms.memory import check_memory, memory_needed
+    from dpkit.histograms.structure_first import default_n_bins
+
+    k = default_n_bins(n, epsilon, max_count) if method == "structure_first" else None
+    check_memory(
+        memory_needed(method, n, k),
+        f"histogram(method={method!r}) over {n:,} bins",
+        "use fewer bins or another method.",
+    )
+
+
+def _max_count(max_count: Any, method: str | None) -> int | None:
+    if method == "structure_first" and max_count is None:
+        raise InvalidParameterError(
+            "histogram(method='structure_first') needs max_count=, a public upper bound on any "
+            "one bin's count (e.g. the number of people the table may hold)."
+        )
+    if max_count is None:
+        return None
+    if method not in _MAX_COUNT_METHODS:
+        raise InvalidParameterError(
+            "max_count= is used by method='structure_first' (a bound on any bin's count) and "
+            "method='auto' (a bound on the number of rows) only."
+        )
+    if (
+        isinstance(max_count, bool)
+        or not isinstance(max_count, int | float)
+        or not (math.isfinite(max_count) and max_count >= 1)
+    ):
+        raise InvalidParameterError("max_count must be a number >= 1.")
+    return math.ceil(max_count)
 
 
 def unit_epsilon(epsilon: float, k: int) -> float:
@@ -32,7 +143,8 @@ def unit_epsilon(epsilon: float, k: int) -> float:
     return float_at_most(exact(epsilon) / k)
 
 
-def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
+    """The noisy or published counts; the privacy argument is this module's docstring."""
     from dpkit.mechanisms import Geometric
 
     assert v.value is not None
@@ -64,9 +176,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     values: list[Any] = []
     cis: list[Any] = []
     if v.method is not None:
-        import importlib
-
-        publish = getattr(importlib.import_module("dpkit.histograms"), v.method)
+        publish = publisher(v.method).publish
         eps_unit = unit_epsilon(eps_hist, k)
         published = None
         for row in counts:
@@ -99,3 +209,64 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         details.update(half_width=h, scale=mech.scale)
         mechanism = "geometric"
     return G.finish(v, keys, values, cis, mechanism, details)
+
+
+_HIST_DOC = """Noisy counts per public bin (numeric ``edges``, or ``bins`` over ``bounds``) or per domain value.
+
+    One engine pass counts every bin. Each row is in exactly one bin
+    (values are clipped into the end bins), so the count vector has ℓ1
+    sensitivity 1 (``k``): geometric noise of scale ``k/ε`` on every bin
+    is ε-DP for the whole histogram (parallel composition over bins).
+    ``value`` is the array of noisy counts, ``ci`` a pair of arrays (each
+    bin's own interval); ``details`` has the edges or labels.
+
+    ``method`` in ``dpkit.histograms.methods.PUBLISHERS_1D`` hands the exact counts to
+    :mod:`dpkit.histograms` instead (with ``ε/k``: group privacy turns an
+    ε/k-DP publication for one-row changes into ε-DP for ``k`` rows);
+    ``value`` is then its estimates, ``ci`` is ``None`` and
+    ``details["published"]`` is the published histogram (range queries,
+    error estimates). ``method="structure_first"`` needs ``max_count``, a
+    public upper bound on any bin's count (checked before the charge);
+    ``method="auto"`` (the workload-aware default of
+    :func:`dpkit.histograms.auto`, for range queries) takes ``max_count`` as
+    a public bound on the number of rows.
+    """
+
+HISTOGRAM = Kind(
+    name="histogram",
+    summary="Noisy counts per public bin (numeric edges, or bins over bounds) or domain value.",
+    doc=_HIST_DOC,
+    parameters=(
+        *COMMON,
+        parameter(
+            "edges", "public bin edges (increasing numbers)", "list", "Sequence[float] | None"
+        ),
+        parameter("bins", "the number of equal bins over bounds", "integer", "int | None"),
+        parameter(
+            "bounds",
+            "(lo, hi): the range split into bins",
+            "[lo, hi]",
+            "tuple[float, float] | None",
+        ),
+        parameter(
+            "domain", "the public categories (instead of bins)", "list", "Sequence[Any] | None"
+        ),
+        parameter(
+            "method",
+            "a publisher of dpkit.histograms (" + ", ".join(PUBLISHERS_1D) + "), or none",
+            "string",
+            "str | None",
+        ),
+        parameter(
+            "max_count",
+            "a public bound on any bin's count (structure_first) or on the rows (auto)",
+            "integer",
+            "int | None",
+            check=_max_count,
+        ),
+    ),
+    query_type=HistogramQuery,
+    validate_query=validate,
+    release_query=release,
+    module_doc=__doc__ or "",
+)

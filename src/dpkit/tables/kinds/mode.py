@@ -4,7 +4,7 @@ Privacy (add/remove one row; ``k`` per person): the candidates are the
 declared domain's values, never values read from the data (a rare value's
 mere presence would leak). A candidate's utility is its count; one row
 raises or lowers counts in one direction only (monotonic utilities), by at
-most ``k``, so selecting with probability ∝ exp(ε·count/k) is ε-DP.
+most ``k`` (the utilities' sensitivity), so selecting with probability ∝ exp(ε·count/k) is ε-DP.
 ``details["count_error"]``: with probability at least the level, the chosen
 value's count is within ``(k/ε)·ln(|domain|/(1 - level))`` of the largest.
 """
@@ -12,16 +12,47 @@ value's count is within ``(k/ε)·ln(|domain|/(1 - level))`` of the largest.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.validation import ValidatedQuery
+from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.validation import (
+    TableContext,
+    ValidatedQuery,
+    category_value,
+    check_memory,
+    public_domain,
+)
 from dpkit.tables.values import from_engine
 
-__all__ = ["domain_slots", "release"]
+__all__ = ["MODE", "ModeQuery", "domain_slots", "release", "validate"]
+
+
+@dataclass(frozen=True)
+class ModeQuery(ValidatedQuery):
+    """A validated mode: the public domain (canonical values, and as written)."""
+
+    domain: tuple[Any, ...]
+    #: the domain as the analyst or schema wrote it (answers are reported in these terms)
+    domain_labels: tuple[Any, ...]
+
+
+def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> ModeQuery:
+    """A public domain of distinct values of the column's type, within the memory ceiling."""
+    column = spec.column
+    domain, labels = public_domain(ctx, column, spec.domain, "mode()")
+    check_memory(common["grouping"], len(domain), "mode() over the domain")
+    return ModeQuery(
+        statistic="mode",
+        value=category_value(ctx, column),
+        domain=domain,
+        domain_labels=labels,
+        **common,
+    )
 
 
 def domain_slots(values: Any, domain: tuple[Any, ...], temporal: bool = False) -> np.ndarray:
@@ -31,10 +62,11 @@ def domain_slots(values: Any, domain: tuple[Any, ...], temporal: bool = False) -
     return np.array([lookup.get(read(x), -1) for x in values], dtype=np.int64)
 
 
-def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+def release(v: ModeQuery, engine: Engine, rng: Any) -> Any:
+    """The chosen domain value(s); the privacy argument is this module's docstring."""
     from dpkit.mechanisms import exponential
 
-    assert v.domain is not None and v.domain_labels is not None and v.value is not None
+    assert v.value is not None
     grouping, k = v.grouping, v.max_contributions
     eps_sel, eps_em = G.selection_split(v, v.epsilon)
     frame = engine.value_counts(
@@ -55,3 +87,31 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     )
     labels = [v.domain_labels[i] for i in chosen]
     return G.finish(v, keys, labels, [None] * len(keys), "exponential", details)
+
+
+MODE = Kind(
+    name="mode",
+    summary="The most frequent value of a public domain, by the exponential mechanism.",
+    doc="""The most frequent value of a public ``domain``, by the exponential mechanism.
+
+    One engine pass counts each domain value; the counts are the
+    utilities. Adding a row raises one count by 1 and lowers none, so the
+    utilities are monotonic with sensitivity 1 (``k``) and the selection
+    uses ``P ∝ exp(ε · count / k)``: ε-DP. ``ci`` is ``None``;
+    ``details["count_error"]`` bounds, with probability ≥ ``level``, how
+    many rows fewer the chosen value may have than the true mode.
+    """,
+    parameters=(
+        *COMMON,
+        parameter(
+            "domain",
+            "the public list of candidate values (else the schema's)",
+            "list",
+            "Sequence[Any] | None",
+        ),
+    ),
+    query_type=ModeQuery,
+    validate_query=validate,
+    release_query=release,
+    module_doc=__doc__ or "",
+)

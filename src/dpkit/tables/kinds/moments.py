@@ -20,21 +20,103 @@ buys the bounds from a thresholded noisy histogram over a public coarse grid
 
 from __future__ import annotations
 
+import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpkit.errors import InvalidParameterError
 from dpkit.tables import groups as G
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Engine, Rows
-from dpkit.tables.validation import ValidatedQuery, moment_scale
+from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.validation import (
+    MAX_ROWS_PER_GROUP,
+    TableContext,
+    ValidatedQuery,
+    numeric_value,
+    public_bounds,
+)
 
-__all__ = ["private_bounds", "release"]
+__all__ = [
+    "MEAN",
+    "STD",
+    "SUM",
+    "VARIANCE",
+    "MomentQuery",
+    "check_moment_range",
+    "moment_scale",
+    "private_bounds",
+    "release",
+    "validate",
+]
+
+
+@dataclass(frozen=True)
+class MomentQuery(ValidatedQuery):
+    """A validated sum, mean, variance or std: public clipping bounds, or private ones to buy."""
+
+    bounds: tuple[float, float] | None = None
+    private_bounds: bool = False
+    coarse_range: tuple[float, float] | None = None
+
+
+def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> MomentQuery:
+    """Bounds public (finite, in range for the kind) or 'private' (a public coarse grid)."""
+    kind, column = spec.kind, spec.column
+    numeric_value(ctx, column, None)  # the column's type, before anything is charged
+    private = spec.bounds == "private"
+    if private:
+        coarse = ctx.schema.get(column).coarse_range
+        grid = Q.coarse_grid(coarse)
+        return MomentQuery(
+            statistic=kind,
+            value=numeric_value(ctx, column, (float(grid[0]), float(grid[-1]))),
+            private_bounds=True,
+            coarse_range=coarse,
+            **common,
+        )
+    bounds = public_bounds(ctx, column, spec.bounds, allow_private=True)
+    check_moment_range(bounds, kind)
+    return MomentQuery(
+        statistic=kind, value=numeric_value(ctx, column, bounds), bounds=bounds, **common
+    )
+
+
+def moment_scale(bounds: tuple[float, float], kind: str) -> tuple[float, float]:
+    """(center, radius) of a moment's terms: a sum is centred at 0, the others at the middle."""
+    lo, hi = bounds
+    center = 0.0 if kind == "sum" else (lo + hi) / 2
+    return center, max(abs(lo - center), abs(hi - center))
+
+
+def check_moment_range(bounds: tuple[float, float], kind: str) -> None:
+    """Refuse bounds whose terms, or sums of up to 2**32 of them, leave a double's range."""
+    power = 2 if kind in ("variance", "std") else 1
+    lo, hi = bounds
+    center, radius = moment_scale(bounds, kind)
+    try:
+        # sum_grid(v) is about v / 2**20 and the engines scale by its inverse: keep both
+        # normal; and a whole group's sum (and its noise) must stay finite.
+        ok = math.isfinite(center) and all(
+            math.isfinite(radius**p * MAX_ROWS_PER_GROUP * 2**4) and radius**p >= 2.0**-1000
+            for p in range(1, power + 1)
+        )
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InvalidParameterError(
+            f"bounds ({lo!r}, {hi!r}) are out of range for a {kind}: the clipped values"
+            f"{' or their squares' if power == 2 else ''}, summed over up to 2**32 rows, "
+            "overflow or underflow a double. Declare bounds in other units (e.g. thousands, "
+            "or millionths)."
+        )
 
 
 def private_bounds(
-    v: ValidatedQuery, engine: Engine, rows: Rows, epsilon: float, rng: Any
+    v: MomentQuery, engine: Engine, rows: Rows, epsilon: float, rng: Any
 ) -> tuple[tuple[float, float], bool]:
     """Clipping bounds from a noisy histogram over a public coarse grid (ε-DP), and whether found.
 
@@ -60,7 +142,8 @@ def private_bounds(
     return Q.private_bounds(noisy, grid, threshold), found
 
 
-def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+def release(v: MomentQuery, engine: Engine, rng: Any) -> Any:
+    """The noisy moment(s); the privacy argument is this module's docstring."""
     from dataclasses import replace
 
     from dpkit.mechanisms import Geometric, Laplace
@@ -82,7 +165,7 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
                 "for this epsilon), so it fell back to the whole coarse range; the answer is "
                 "then very noisy. Declare public bounds, or spend more epsilon.",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=5,  # past Kind.release, execute and the session
             )
     else:
         assert v.bounds is not None
@@ -175,3 +258,72 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
         mechanism,
         details,
     )
+
+
+_BOUNDS = parameter(
+    "bounds",
+    "(lo, hi): public clipping bounds (else the schema's), or 'private' to spend 25% of "
+    "epsilon finding them",
+    "[lo, hi] | 'private'",
+    "tuple[float, float] | str | None",
+)
+
+
+def _moment(name: str, doc: str) -> Kind:
+    return Kind(
+        name=name,
+        summary=doc.split("\n", 1)[0],
+        doc=doc,
+        parameters=(*COMMON, _BOUNDS),
+        query_type=MomentQuery,
+        validate_query=validate,
+        release_query=release,
+        module_doc=__doc__ or "",
+    )
+
+
+SUM = _moment(
+    "sum",
+    """Noisy sum of the column clipped to ``bounds = (lo, hi)``.
+
+    Privacy: ε-DP. Clipping bounds each row's contribution, so adding or
+    removing a row changes the sum by at most ``max(|lo|, |hi|)`` (times
+    ``k`` per person): Laplace noise of that scale over ε. ``ci`` is
+    ``value ± half_width`` and contains the *clipped* sum. See
+    :meth:`count` for ``group_by``/``keys``; with private keys half of ε
+    selects the groups. ``bounds="private"`` first spends
+    ``PRIVATE_BOUNDS_FRACTION`` (25%) of ε choosing the bounds from a
+    thresholded noisy histogram over a public coarse grid (they are in
+    ``details["bounds"]``); the same option works for mean, variance, std.
+    """,
+)
+MEAN = _moment(
+    "mean",
+    """Noisy mean of the column clipped to ``bounds``: noisy centred sum / noisy count.
+
+    Privacy: ε-DP by sequential composition of a Laplace sum of
+    ``clip(x) - mid`` (sensitivity ``(hi - lo)/2``, times ``k``) and a
+    geometric count (sensitivity ``k``), with ε split by
+    :func:`~dpkit.tables.queries.mean_split` to minimise the worst-case
+    error bound. The ratio is post-processing. ``ci`` contains the clipped
+    mean with probability ≥ ``level`` (union bound over the two noises,
+    interval arithmetic: :func:`~dpkit.tables.queries.mean_interval`).
+    With private keys the noisy count also selects the groups.
+    """,
+)
+VARIANCE = _moment(
+    "variance",
+    """Noisy population variance of the clipped column, from three noisy sums.
+
+    Privacy: ε-DP: Laplace sums of ``(clip(x) - mid)**2`` (sensitivity
+    ``r**2``) and ``clip(x) - mid`` (``r``), and a geometric count
+    (1), all times ``k``, with ε split ``0.293 : 0.414 : 0.293``
+    (:func:`~dpkit.tables.queries.variance_split`). ``ci`` contains the
+    clipped variance with probability ≥ ``level``
+    (:func:`~dpkit.tables.queries.variance_interval`).
+    """,
+)
+STD = _moment(
+    "std",
+    """Square root of :meth:`variance` (post-processing; same guarantee and cost).""",
+)

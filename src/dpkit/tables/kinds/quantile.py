@@ -15,24 +15,101 @@ keys first pay half of ε for partition selection.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpkit.errors import InvalidParameterError
 from dpkit.tables import groups as G
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.validation import ValidatedQuery
+from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.validation import (
+    TableContext,
+    ValidatedQuery,
+    check_memory,
+    numeric_value,
+    public_bounds,
+)
 
-__all__ = ["release"]
+__all__ = [
+    "MAX",
+    "MEDIAN",
+    "MIN",
+    "QUANTILE",
+    "QuantileQuery",
+    "check_grid_size",
+    "check_q",
+    "release",
+    "validate",
+]
 
 _PF = "permute-and-flip"
+_MAX_QUANTILE_GRID = 2**22 + 1
 
 
-def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
+@dataclass(frozen=True)
+class QuantileQuery(ValidatedQuery):
+    """A validated quantile (median, min, max too): public bounds, the target q, the grid."""
+
+    bounds: tuple[float, float]
+    q: float
+    grid_size: int
+
+
+def check_q(q: Any) -> float:
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= float(q) <= 1:
+        raise InvalidParameterError("q must be a number in [0, 1].")
+    return float(q)
+
+
+def check_grid_size(grid_size: Any) -> int:
+    if (
+        isinstance(grid_size, bool)
+        or not isinstance(grid_size, int)
+        or not 2 <= grid_size <= _MAX_QUANTILE_GRID
+    ):
+        raise InvalidParameterError(
+            f"grid_size must be an integer from 2 to {_MAX_QUANTILE_GRID} (candidate answers)."
+        )
+    return int(grid_size)
+
+
+def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> QuantileQuery:
+    """q in [0, 1]; a grid of distinct doubles over public bounds, within the memory ceiling."""
+    kind, column = spec.kind, spec.column
+    default_q = {"median": 0.5, "min": Q.MIN_QUANTILE, "max": Q.MAX_QUANTILE}.get(kind)
+    q = check_q(default_q if spec.q is None and kind != "quantile" else spec.q)
+    grouping = common["grouping"]
+    grid_size = spec.grid_size
+    if grid_size is None:
+        grid_size = Q.QUANTILE_GRID if grouping is None else Q.GROUPED_QUANTILE_GRID
+    grid_size = check_grid_size(grid_size)
+    bounds = public_bounds(ctx, column, spec.bounds, allow_private=False)
+    grid = Q.uniform_grid(bounds, grid_size)
+    step = (bounds[1] - bounds[0]) / (grid_size - 1)
+    if not (math.isfinite(step) and step > 0) or not np.all(np.diff(grid) > 0):
+        raise InvalidParameterError(
+            f"bounds {bounds} are too narrow (or too wide) for {grid_size} distinct candidate "
+            "answers in double precision; widen them or ask for a smaller grid_size."
+        )
+    check_memory(grouping, 2 * grid_size - 1, "the quantile's grid")
+    return QuantileQuery(
+        statistic="quantile",
+        value=numeric_value(ctx, column, bounds),
+        bounds=bounds,
+        q=q,
+        grid_size=grid_size,
+        **common,
+    )
+
+
+def release(v: QuantileQuery, engine: Engine, rng: Any) -> Any:
+    """The chosen grid point(s); the privacy argument is this module's docstring."""
     from dpkit.mechanisms import permute_and_flip
 
-    assert v.bounds is not None and v.grid_size is not None and v.q is not None
     assert v.value is not None
     grouping, k, q = v.grouping, v.max_contributions, v.q
     sensitivity = k * max(q, 1.0 - q)
@@ -67,3 +144,82 @@ def release(v: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     )
     values = [float(x) for x in grid[chosen]]
     return G.finish(v, keys, values, [None] * len(keys), _PF, details)
+
+
+_BOUNDS = parameter(
+    "bounds",
+    "(lo, hi): the public range of the grid (else the schema's)",
+    "[lo, hi]",
+    "tuple[float, float] | None",
+)
+_GRID = parameter(
+    "grid_size",
+    "the number of candidate answers (default 131,073; 10,001 per group)",
+    "integer",
+    "int | None",
+    check=check_grid_size,
+)
+
+
+def _q(doc: str, **more: Any) -> Any:
+    return parameter("q", doc, "number", "float", check=check_q, **more)
+
+
+def _quantile(name: str, q: Any, doc: str) -> Kind:
+    return Kind(
+        name=name,
+        summary=doc.split("\n", 1)[0],
+        doc=doc,
+        parameters=(*COMMON, _BOUNDS, *q, _GRID),
+        query_type=QuantileQuery,
+        validate_query=validate,
+        release_query=release,
+        module_doc=__doc__ or "",
+        head=(lambda v: f"quantile({v.spec.column}, q={v.q})") if name == "quantile" else None,
+    )
+
+
+QUANTILE = _quantile(
+    "quantile",
+    (_q("the quantile to release, in [0, 1]", required=True, positional=True),),
+    """A q-quantile chosen by permute-and-flip over a public grid.
+
+    The candidates are ``grid_size`` evenly spaced points of ``bounds``
+    (public; default :data:`~dpkit.tables.queries.QUANTILE_GRID` = 131,073
+    points, or 10,001 per group with ``group_by``). One engine pass counts
+    the clipped values by grid position; candidate ``c`` has utility
+    ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
+    (:func:`~dpkit.tables.queries.quantile_utilities`), sensitivity
+    ``Δ = max(q, 1 - q)`` (times ``k`` per person). Permute-and-flip
+    (McKenna & Sheldon 2020) accepts candidates in a random order, each
+    with probability ``exp(ε (u - u_max) / (2Δ))``: ε-DP, like the
+    exponential mechanism ``∝ exp(ε u / (2Δ))``, and never less accurate in
+    expectation. The answer is a grid point, so its resolution is
+    ``(hi - lo) / (grid_size - 1)``.
+
+    Accuracy: no interval in value units can be given without looking at
+    the data, so ``ci`` is ``None`` and ``details["rank_error"]`` states
+    the guarantee instead: with probability ≥ ``level`` the released
+    value's utility is within that many rows of the best grid point's.
+    """,
+)
+MEDIAN = _quantile(
+    "median",
+    (),
+    """:meth:`quantile` with ``q = 0.5`` (same guarantee: ε-DP, or (ε, δ) with private keys).""",
+)
+MIN = _quantile(
+    "min",
+    (_q("the quantile released as the minimum", default=Q.MIN_QUANTILE),),
+    """A private minimum: the ``q = MIN_QUANTILE`` (0.01) quantile by :meth:`quantile`.
+
+    Never the raw minimum plus noise, which is not differentially private
+    at any noise scale: one row can move the minimum anywhere in the
+    bounds. Same guarantee as :meth:`quantile` (ε-DP).
+    """,
+)
+MAX = _quantile(
+    "max",
+    (_q("the quantile released as the maximum", default=Q.MAX_QUANTILE),),
+    """A private maximum: the ``q = MAX_QUANTILE`` (0.99) quantile by :meth:`quantile` (ε-DP).""",
+)

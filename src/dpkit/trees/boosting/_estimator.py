@@ -11,13 +11,15 @@ from numpy.typing import NDArray
 
 from dpkit._checks import check_delta, check_epsilon, exact
 from dpkit.accounting.budget import Budget
+from dpkit.accounting.charging import as_accountant
 from dpkit.accounting.composition import largest_rho
 from dpkit.errors import InvalidParameterError
+from dpkit.privacy import PrivacyReport
 from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
 from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan, release
 from dpkit.trees.engine._budget import randomness
 from dpkit.trees.engine._grid import check_n_cuts
-from dpkit.trees.engine._privacy import PrivacyReport, fit_paid
+from dpkit.trees.engine._privacy import fit_paid
 from dpkit.trees.engine._sklearn import check_positive_int
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
@@ -220,7 +222,8 @@ class BoostingMixin:
             )
             return fitted, plan, count_plan
 
-        fitted, plan, count_plan = fit_paid(self.accountant, cost, label, run)
+        payer = as_accountant(self.accountant)
+        fitted, plan, count_plan = fit_paid(payer, cost, label, run)
         self.l2_regularization_ = plan.spec.l2_regularization
         self.learning_rate_ = plan.spec.learning_rate
         self.n_iter_ = plan.spec.max_iter
@@ -235,6 +238,8 @@ class BoostingMixin:
             epsilon=cost.epsilon,
             delta=cost.delta,
             rho=float(cost.rho_exact or 0) if zcdp else None,
+            mechanisms=tuple(split),
+            remaining=None if payer is None else payer.remaining_seen,
             split=split,
             uses=uses,
             details={

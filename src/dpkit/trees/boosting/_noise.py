@@ -25,9 +25,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.mechanisms import _grid
-from dpkit.mechanisms._exact import discrete_gaussian, discrete_laplace
-from dpkit.mechanisms._random import as_source
+from dpkit.mechanisms import sampling
+from dpkit.mechanisms.sampling import as_source, discrete_gaussian, discrete_laplace
 
 
 @dataclass(frozen=True)
@@ -57,8 +56,8 @@ class NoisePlan:
 
 def gaussian_plan(count: int, size: int, l2_sensitivity: float, rho: Fraction) -> NoisePlan:
     """Discrete Gaussian noise for ``count`` releases costing ``rho`` (zCDP) in total."""
-    g = _grid.default_granularity(l2_sensitivity, size, norm=2)
-    d_grid = Fraction(_grid.l2_grid_sensitivity(l2_sensitivity, g, size))
+    g = sampling.default_granularity(l2_sensitivity, size, norm=2)
+    d_grid = Fraction(sampling.l2_grid_sensitivity(l2_sensitivity, g, size))
     rho_each = rho / count
     sigma2 = math.ceil(d_grid * d_grid / (2 * rho_each))
     actual = d_grid * d_grid / (2 * sigma2)  # <= rho_each
@@ -67,10 +66,10 @@ def gaussian_plan(count: int, size: int, l2_sensitivity: float, rho: Fraction) -
 
 def laplace_plan(count: int, size: int, l1_sensitivity: float, epsilon: Fraction) -> NoisePlan:
     """Discrete Laplace noise for ``count`` releases costing ``epsilon`` in total."""
-    g = _grid.default_granularity(l1_sensitivity, size, norm=1)
-    d_grid = _grid.l1_grid_sensitivity(l1_sensitivity, g, size)
+    g = sampling.default_granularity(l1_sensitivity, size, norm=1)
+    d_grid = sampling.l1_grid_sensitivity(l1_sensitivity, g, size)
     eps_each = epsilon / count
-    t, s = _grid.rational_scale(Fraction(d_grid) / eps_each)
+    t, s = sampling.rational_scale(Fraction(d_grid) / eps_each)
     return NoisePlan(count, size, g, None, eps_each, laplace_scale=(t, s))
 
 
@@ -90,5 +89,5 @@ def release(
     plan: NoisePlan, values: NDArray[np.float64], noise: NDArray[np.int64]
 ) -> NDArray[np.float64]:
     """One release: the values rounded to the plan's grid plus its noise row."""
-    rounded = _grid.to_grid(values.ravel(), plan.granularity)
-    return _grid.from_grid(rounded, noise, plan.granularity).reshape(values.shape)
+    rounded = sampling.to_grid(values.ravel(), plan.granularity)
+    return sampling.from_grid(rounded, noise, plan.granularity).reshape(values.shape)

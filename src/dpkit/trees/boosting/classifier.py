@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,7 +10,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpkit.trees.boosting._cyclic import LogLoss, decision_scores, probabilities
 from dpkit.trees.boosting._estimator import BoostingMixin
-from dpkit.trees.classification._inputs import DPClassifierBase, check_missing
+from dpkit.trees.classification._inputs import MISSING_POLICIES, DPClassifierBase
+from dpkit.trees.engine._sklearn import store_parameters
 
 
 class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
@@ -71,7 +72,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
     ``feature_names_in_`` (DataFrames), ``shapes_`` (one array per feature, bins
     x outputs), ``grid_``, ``l2_regularization_`` (the lambda used),
-    ``privacy_`` (:class:`dpkit.trees.engine._privacy.PrivacyReport`).
+    ``privacy_`` (:class:`dpkit.PrivacyReport`).
     """
 
     def __init__(
@@ -91,26 +92,17 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         accountant: Any = None,
         random_state: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.max_leaf_nodes = max_leaf_nodes
-        self.l2_regularization = l2_regularization
-        self.n_cuts = n_cuts
-        self.bounds = bounds
-        self.domains = domains
-        self.classes = classes
-        self.missing = missing
-        self.accountant = accountant
-        self.random_state = random_state
+        store_parameters(self, locals())
 
     # every category is a segment of its own: no cap needed (codes are int16)
     max_categories = 30_000
     _auto_shape = (150, 8)
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "missing": [MISSING_POLICIES.constraint()]
+    }
 
     def _check_common_params(self) -> None:
-        check_missing(self.missing)
+        MISSING_POLICIES.check(self.missing)
         self._check_boosting_params()
 
     def fit(self, X: Any, y: Any) -> DPGradientBoostingClassifier:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dpkit.errors import InvalidParameterError
 from dpkit.trees.boosting._cyclic import SquaredLoss, decision_scores
 from dpkit.trees.boosting._estimator import BoostingMixin
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import check_target_bounds, regression_rows
-from dpkit.trees.engine._sklearn import DPTreeEstimatorBase
+from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, store_parameters
 
-LOSSES = ("absolute_error", "squared_error")
+#: ``loss=``: name -> the loss whose clipped gradients the visits release.
+LOSSES: Choices[SquaredLoss] = Choices(
+    "loss",
+    {"absolute_error": SquaredLoss(absolute=True), "squared_error": SquaredLoss(absolute=False)},
+    why="'absolute_error' moves towards the residuals' median (robust; the default), "
+    "'squared_error' towards their mean",
+)
 
 
 class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimatorBase):
@@ -72,31 +78,17 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         random_state: Any = None,
         loss: str = "absolute_error",
     ) -> None:
-        self.loss = loss
-        self.epsilon = epsilon
-        self.delta = delta
-        self.max_iter = max_iter
-        self.learning_rate = learning_rate
-        self.max_leaf_nodes = max_leaf_nodes
-        self.l2_regularization = l2_regularization
-        self.n_cuts = n_cuts
-        self.bounds = bounds
-        self.domains = domains
-        self.target_bounds = target_bounds
-        self.accountant = accountant
-        self.random_state = random_state
+        store_parameters(self, locals())
 
     _auto_shape = (100, 2)  # what "auto" means from 2,000 rows on (measured defaults)
+    target_bounds: Any
+    loss: str
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {"loss": [LOSSES.constraint()]}
 
     def fit(self, X: Any, y: ArrayLike) -> DPGradientBoostingRegressor:
         """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring)."""
         self._check_boosting_params()
-        if self.loss not in LOSSES:
-            raise InvalidParameterError(
-                f"loss must be one of {list(LOSSES)}, got {self.loss!r}: 'absolute_error' "
-                "moves towards the residuals' median (robust; the default), 'squared_error' "
-                "towards their mean."
-            )
+        loss = LOSSES.lookup(self.loss)
         lo, hi = check_target_bounds(self.target_bounds)
         columns, y_raw = self._fit_columns(X, y)
         grid = self._make_grid(columns)
@@ -106,7 +98,7 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         self.grid_ = grid
         self.target_bounds_ = (lo, hi)
         self.intercept_, self.shapes_ = self._fit_boosted(
-            SquaredLoss(absolute=self.loss == "absolute_error"),
+            loss,
             codes,
             y_unit[:, None],
             n_bins,

@@ -27,7 +27,7 @@ of every candidate, so one child's class counts change by one in one class):
 
 Leaves: one noisy class-count vector per leaf (two-sided geometric noise,
 l1 sensitivity 1: a row is in one leaf and one class), probabilities by
-post-processing (``leaf_probabilities``).
+post-processing (``hierarchical_probabilities``).
 """
 
 from __future__ import annotations
@@ -40,17 +40,14 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
-from dpkit.errors import InvalidParameterError
 from dpkit.trees.classification._id3 import grow_id3
 from dpkit.trees.classification._spec import ClassificationTreeSpec
 from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._growth import Candidates, Tree, candidate_layout, grow
 from dpkit.trees.engine._policies import GreedyPolicy, RandomPolicy, _mechanisms
 
 ENTROPY_WEIGHT_CAP = 1 << 16  # M above: entropy utility weighs a child as at most 65,536 rows
-
-CRITERIA = ("gini", "entropy", "max")
-ALGORITHMS = ("greedy", "id3", "random")
 
 UtilityFn = Callable[[Candidates], NDArray[np.float64]]
 
@@ -110,15 +107,24 @@ def entropy_sensitivity(n_classes: int, cap: int = ENTROPY_WEIGHT_CAP) -> float:
     return max(math.log2(cap + 1) + 1.0 / math.log(2.0), math.log2(max(n_classes, 2)))
 
 
+#: ``criterion=``: name -> the split utility for K classes (proofs in the module doc);
+#: "auto" is chosen by a public rule (``_inputs.auto_criterion``).
+CRITERIA: Choices[Callable[[int], Criterion]] = Choices(
+    "criterion",
+    {
+        "gini": lambda n_classes: Criterion("gini", gini_utility, 2.0, True),
+        "entropy": lambda n_classes: Criterion(
+            "entropy", entropy_utility, entropy_sensitivity(n_classes), False
+        ),
+        "max": lambda n_classes: Criterion("max", max_utility, 1.0, True),
+    },
+    extra=("auto",),
+)
+
+
 def criterion(name: str, n_classes: int) -> Criterion:
     """The named split utility with its sensitivity (see the module doc for the proofs)."""
-    if name == "max":
-        return Criterion("max", max_utility, 1.0, True)
-    if name == "gini":
-        return Criterion("gini", gini_utility, 2.0, True)
-    if name == "entropy":
-        return Criterion("entropy", entropy_utility, entropy_sensitivity(n_classes), False)
-    raise InvalidParameterError(f"criterion must be one of {list(CRITERIA)}, got {name!r}.")
+    return CRITERIA.lookup(name)(n_classes)
 
 
 # --------------------------------------------------------------------------
@@ -146,32 +152,6 @@ def noisy_leaf_counts(
     table = counts.reshape(n_nodes, n_classes)[leaves]
     noisy = _mechanisms().geometric(table.astype(np.int64), sensitivity=1, epsilon=epsilon, rng=rng)
     return np.asarray(noisy, dtype=np.float64).reshape(leaves.size, n_classes)
-
-
-def leaf_probabilities(
-    noisy: NDArray[np.float64], smoothing: float, prior: NDArray[np.float64] | None = None
-) -> NDArray[np.float64]:
-    """Class probabilities from noisy counts (post-processing, no budget).
-
-    Negative noisy counts are set to 0; ``smoothing`` pseudo-rows distributed
-    as ``prior`` (default: the class shares of all the given leaves' noisy
-    counts together, itself a post-processed quantity) keep small or empty
-    leaves near the overall class distribution instead of a noise-driven guess.
-    """
-    pos = np.maximum(noisy, 0.0)
-    if prior is None:
-        total = pos.sum(axis=0)
-        prior = (
-            total / total.sum()
-            if total.sum() > 0
-            else np.full(noisy.shape[1], 1.0 / noisy.shape[1])
-        )
-    num = pos + smoothing * prior[None, :]
-    den = num.sum(axis=1, keepdims=True)
-    uniform = np.full_like(num, 1.0 / noisy.shape[1])
-    return np.asarray(
-        np.where(den > 0, num / np.where(den > 0, den, 1.0), uniform), dtype=np.float64
-    )
 
 
 def hierarchical_probabilities(
@@ -227,6 +207,88 @@ def level_budgets(total: Fraction, depth: int, growth: Fraction) -> list[Fractio
     return [total * w / norm for w in weights]
 
 
+Grown = tuple[Tree, NDArray[np.int64], BudgetPlan, Fraction]
+
+
+def grow_greedy(
+    codes: NDArray[np.int16],
+    labels: NDArray[np.int64],
+    n_classes: int,
+    n_bins: NDArray[np.int64],
+    categorical: NDArray[np.bool_],
+    spec: ClassificationTreeSpec,
+    epsilon: Fraction,
+    rnd: Randomness,
+    roots: NDArray[np.int64] | None = None,
+    n_roots: int = 1,
+) -> Grown:
+    """Greedy structure (Friedman & Schuster): per level, one exponential-mechanism choice per node.
+
+    Returns (tree, row -> leaf, plan of the split levels, leaf epsilon); the
+    levels get ``(1 - leaf_share) epsilon`` in proportion to ``level_growth^t``.
+    """
+    depth = spec.max_depth
+    if depth == 0:
+        return grow_random(
+            codes, labels, n_classes, n_bins, categorical, spec, epsilon, rnd, roots, n_roots
+        )
+    plan = BudgetPlan()
+    crit = criterion(spec.criterion, n_classes)
+    share = Fraction(spec.leaf_share)
+    level_eps = level_budgets(epsilon * (1 - share), depth, Fraction(spec.level_growth))
+    count_share = Fraction(spec.count_share)
+    split_eps = [e * (1 - count_share) for e in level_eps]
+    for t, e in enumerate(split_eps):
+        plan.add(f"split_level_{t}", e)
+    counts = None
+    if count_share > 0:
+        count_eps = [e * count_share for e in level_eps]
+        for t, e in enumerate(count_eps):
+            plan.add(f"count_level_{t}", e)
+        counts = [as_float_at_most(e) for e in count_eps]
+    policy = GreedyPolicy(
+        utility=crit.utility,
+        sensitivity=crit.sensitivity,
+        monotonic=crit.monotonic,
+        split_epsilon=[as_float_at_most(e) for e in split_eps],
+        weights=None,
+        labels=labels,
+        n_labels=n_classes,
+        count_epsilon=counts,
+        min_split=float(spec.min_samples_split),
+        selector=spec.selector,
+        rng=rnd.mechanism,
+    )
+    tree, leaf = grow(codes, n_bins, categorical, depth, policy, roots=roots, n_roots=n_roots)
+    return tree, leaf, plan, epsilon * share
+
+
+def grow_random(
+    codes: NDArray[np.int16],
+    labels: NDArray[np.int64],
+    n_classes: int,
+    n_bins: NDArray[np.int64],
+    categorical: NDArray[np.bool_],
+    spec: ClassificationTreeSpec,
+    epsilon: Fraction,
+    rnd: Randomness,
+    roots: NDArray[np.int64] | None = None,
+    n_roots: int = 1,
+) -> Grown:
+    """Random structure (Jagannathan et al.): reads no data, so all of epsilon goes to the leaves."""
+    policy = RandomPolicy(candidate_layout(n_bins, categorical)[1], rnd.numpy)
+    tree, leaf = grow(
+        codes, n_bins, categorical, spec.max_depth, policy, roots=roots, n_roots=n_roots
+    )
+    return tree, leaf, BudgetPlan(), epsilon
+
+
+#: ``algorithm=``: name -> the grower of the tree's structure (its plan and the leaves' epsilon).
+ALGORITHMS: Choices[Callable[..., Grown]] = Choices(
+    "algorithm", {"greedy": grow_greedy, "id3": grow_id3, "random": grow_random}
+)
+
+
 @dataclass(frozen=True)
 class FittedTree:
     """A grown tree (leaf ``value`` = class probabilities), its plan and its rows' leaves."""
@@ -258,50 +320,10 @@ def fit_classification_tree(
     ``roots`` every row belongs to one tree, so each tree has the full epsilon.
     """
     rng = rnd.mechanism
-    plan = BudgetPlan()
-    depth = spec.max_depth
-    if spec.algorithm == "id3":
-        tree, leaf, plan, leaf_eps = grow_id3(
-            codes, labels, n_classes, n_bins, categorical, spec, epsilon, rnd, roots, n_roots
-        )
-    else:
-        policy: GreedyPolicy | RandomPolicy
-        if spec.algorithm == "greedy" and depth > 0:
-            crit = criterion(spec.criterion, n_classes)
-            share = Fraction(spec.leaf_share)
-            level_eps = level_budgets(epsilon * (1 - share), depth, Fraction(spec.level_growth))
-            count_share = Fraction(spec.count_share)
-            split_eps = [e * (1 - count_share) for e in level_eps]
-            for t, e in enumerate(split_eps):
-                plan.add(f"split_level_{t}", e)
-            counts = None
-            if count_share > 0:
-                count_eps = [e * count_share for e in level_eps]
-                for t, e in enumerate(count_eps):
-                    plan.add(f"count_level_{t}", e)
-                counts = [as_float_at_most(e) for e in count_eps]
-            policy = GreedyPolicy(
-                utility=crit.utility,
-                sensitivity=crit.sensitivity,
-                monotonic=crit.monotonic,
-                split_epsilon=[as_float_at_most(e) for e in split_eps],
-                weights=None,
-                labels=labels,
-                n_labels=n_classes,
-                count_epsilon=counts,
-                min_split=float(spec.min_samples_split),
-                selector=spec.selector,
-                rng=rng,
-            )
-            leaf_eps = epsilon * share
-        elif spec.algorithm in ("greedy", "random"):
-            policy = RandomPolicy(candidate_layout(n_bins, categorical)[1], rnd.numpy)
-            leaf_eps = epsilon
-        else:
-            raise InvalidParameterError(
-                f"algorithm must be one of {list(ALGORITHMS)}, got {spec.algorithm!r}."
-            )
-        tree, leaf = grow(codes, n_bins, categorical, depth, policy, roots=roots, n_roots=n_roots)
+    grower = ALGORITHMS.lookup(spec.algorithm)
+    tree, leaf, plan, leaf_eps = grower(
+        codes, labels, n_classes, n_bins, categorical, spec, epsilon, rnd, roots, n_roots
+    )
     leaves = np.flatnonzero(tree.feature < 0)
     plan.add("leaf", leaf_eps)
     noisy = noisy_leaf_counts(
@@ -310,10 +332,7 @@ def fit_classification_tree(
     counts_all = np.full((tree.n_nodes, n_classes), np.nan)
     counts_all[leaves] = noisy
     value = np.full((tree.n_nodes, n_classes), np.nan)
-    if spec.hierarchical:
-        value[leaves] = hierarchical_probabilities(tree, counts_all, spec.smoothing, prior)[leaves]
-    else:
-        value[leaves] = leaf_probabilities(noisy, spec.smoothing, prior)
+    value[leaves] = hierarchical_probabilities(tree, counts_all, spec.smoothing, prior)[leaves]
     noisy_total = tree.noisy_count.copy()
     noisy_total[leaves] = noisy.sum(axis=1)
     fitted = replace(tree.with_values(value), noisy_count=noisy_total)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -11,30 +10,23 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
-from dpkit.errors import InvalidParameterError
-from dpkit.trees.classification import _tree as _classifier_module
-from dpkit.trees.classification._criteria import (
-    fit_classification_tree,
-    hierarchical_probabilities,
-    leaf_probabilities,
-)
-from dpkit.trees.classification._inputs import DPClassifierBase, auto_criterion, auto_depth_rule
+from dpkit.trees.classification._criteria import fit_classification_tree, hierarchical_probabilities
+from dpkit.trees.classification._inputs import auto_criterion, auto_depth_rule
 from dpkit.trees.classification._predict import forest_leaf_values
-from dpkit.trees.classification._spec import ClassificationTreeSpec
-from dpkit.trees.classification._tree import (
-    DEFAULT_LEAF_SHARE,
-    check_growth,
-    check_nonnegative,
-    check_selector,
-    resolve_depth,
-    resolve_smoothing,
-)
+from dpkit.trees.classification._tree import TreeClassifierBase, resolve_depth
 from dpkit.trees.engine._budget import BudgetPlan, randomness
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._growth import Tree, split_roots
 from dpkit.trees.engine._privacy import fit_paid, plan_report
-from dpkit.trees.engine._sklearn import check_fraction, check_positive_int, keyword_only
+from dpkit.trees.engine._sklearn import check_positive_int, store_parameters
 
-PARTITIONS = ("disjoint", "shared")
+#: ``partition=``: name -> whether each tree gets rows of its own (else all rows, epsilon / T).
+PARTITIONS: Choices[bool] = Choices(
+    "partition",
+    {"disjoint": True, "shared": False},
+    why="'disjoint' gives each tree its own rows and the full epsilon, 'shared' gives each tree "
+    "all rows and epsilon / n_estimators",
+)
 ROWS_EPSILON_PER_TREE = 50_000.0
 MAX_AUTO_TREES = 10
 
@@ -49,7 +41,7 @@ def auto_n_estimators(n_rows: float, epsilon: float) -> int:
     return int(min(MAX_AUTO_TREES, max(1, n_rows * epsilon // ROWS_EPSILON_PER_TREE)))
 
 
-class DPRandomForestClassifier(DPClassifierBase):
+class DPRandomForestClassifier(TreeClassifierBase):
     """A forest of DP decision trees; ``fit`` is ``epsilon``-DP (add/remove one row).
 
     What the default is, plainly: ``n_estimators="auto"`` grows ONE tree unless
@@ -91,7 +83,14 @@ class DPRandomForestClassifier(DPClassifierBase):
     ``privacy_``.
     """
 
-    @keyword_only
+    n_estimators: int | str
+    partition: str
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **TreeClassifierBase._parameter_constraints,
+        "partition": [PARTITIONS.constraint()],
+    }
+
     def __init__(
         self,
         *,
@@ -102,13 +101,13 @@ class DPRandomForestClassifier(DPClassifierBase):
         domains: dict[str, Any] | None = None,
         classes: Any = None,
         algorithm: str = "greedy",
-        partition: str = "disjoint",
         criterion: str = "auto",
         n_cuts: int = 32,
         leaf_share: float | None = None,
         count_share: float = 0.0,
         min_samples_split: float = 0.0,
         min_information_gain: float = 0.0,
+        partition: str = "disjoint",
         max_categories: int = 1024,
         smoothing: float | str = "auto",
         selector: str = "exponential",
@@ -117,54 +116,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         random_state: Any = None,
         accountant: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.bounds = bounds
-        self.domains = domains
-        self.classes = classes
-        self.algorithm = algorithm
-        self.partition = partition
-        self.criterion = criterion
-        self.n_cuts = n_cuts
-        self.leaf_share = leaf_share
-        self.count_share = count_share
-        self.min_samples_split = min_samples_split
-        self.min_information_gain = min_information_gain
-        self.max_categories = max_categories
-        self.smoothing = smoothing
-        self.selector = selector
-        self.level_growth = level_growth
-        self.missing = missing
-        self.random_state = random_state
-        self.accountant = accountant
-
-    def _spec(self, depth: int, tree_epsilon: Fraction, criterion: str) -> ClassificationTreeSpec:
-        leaf_share = (
-            DEFAULT_LEAF_SHARE[self.algorithm]
-            if self.leaf_share is None
-            else exact(check_fraction(self.leaf_share, "leaf_share"))
-        )
-        if self.algorithm == "random" or depth == 0:
-            leaf_share = Fraction(1)
-        count_share = (
-            exact(check_fraction(self.count_share, "count_share"))
-            if self.count_share
-            else Fraction(0)
-        )
-        return ClassificationTreeSpec(
-            algorithm=self.algorithm,
-            criterion=criterion,
-            max_depth=depth,
-            leaf_share=leaf_share,
-            count_share=count_share,
-            min_samples_split=check_nonnegative(self.min_samples_split, "min_samples_split"),
-            min_information_gain=float(self.min_information_gain),
-            smoothing=resolve_smoothing(self.smoothing, tree_epsilon * leaf_share),
-            selector=check_selector(self.selector),
-            level_growth=check_growth(self.level_growth),
-            hierarchical=_classifier_module.HIERARCHICAL,
-        )
+        store_parameters(self, locals())
 
     def fit(self, X: Any, y: Any) -> DPRandomForestClassifier:
         """Grow the forest; epsilon-DP (see the class docstring). Returns self."""
@@ -179,12 +131,7 @@ class DPRandomForestClassifier(DPClassifierBase):
                 hint=" or 'auto' (chosen from epsilon and a noisy row count)",
             )
         )
-        if self.partition not in PARTITIONS:
-            raise InvalidParameterError(
-                f"partition must be one of {list(PARTITIONS)}, got {self.partition!r}: 'disjoint' "
-                "gives each tree its own rows and the full epsilon, 'shared' gives each tree all "
-                "rows and epsilon / n_estimators."
-            )
+        PARTITIONS.check(self.partition)
         depth = resolve_depth(self.max_depth)
         self._spec(depth or 1, exact(self._validated_epsilon()), "gini")  # checks the rest
         return fit_paid(
@@ -209,7 +156,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         eps = exact(self._validated_epsilon())
         plan = BudgetPlan()
         criterion = self.criterion
-        disjoint = self.partition == "disjoint"
+        disjoint = PARTITIONS.lookup(self.partition)
         if depth is None or criterion == "auto" or auto_trees:
             n_hat, spent = self._noisy_rows(codes.shape[0], eps, rnd.mechanism)
             plan.add("row_count", spent)
@@ -227,7 +174,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         spec = self._spec(depth, tree_eps, criterion)
         trees: list[Tree] = []
         counts: list[NDArray[np.float64]] = []
-        if self.partition == "disjoint":
+        if disjoint:
             roots = np.asarray(rnd.numpy.integers(0, n_trees, size=codes.shape[0]), dtype=np.int64)
             fitted = fit_classification_tree(
                 codes,
@@ -266,10 +213,7 @@ class DPRandomForestClassifier(DPClassifierBase):
         for tree, c in zip(trees, counts):
             value = tree.value.copy()
             leaves = tree.feature < 0
-            if spec.hierarchical:
-                value[leaves] = hierarchical_probabilities(tree, c, spec.smoothing, prior)[leaves]
-            else:
-                value[leaves] = leaf_probabilities(c[leaves], spec.smoothing, prior)
+            value[leaves] = hierarchical_probabilities(tree, c, spec.smoothing, prior)[leaves]
             final.append(tree.with_values(value))
         if plan.total != exact(self.epsilon):
             raise AssertionError("internal error: the budget split does not add up to epsilon")

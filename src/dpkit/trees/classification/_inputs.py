@@ -35,14 +35,20 @@ from numpy.typing import NDArray
 from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpkit._checks import exact
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.trees.classification._criteria import ALGORITHMS, CRITERIA
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid
 from dpkit.trees.engine._rules import noisy_row_count
 from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, check_fraction, check_positive_int
 
-MISSING_POLICIES = ("separate", "error")
+#: ``missing=``: name -> the extra codes per feature for missing values.
+MISSING_POLICIES: Choices[int] = Choices(
+    "missing",
+    {"separate": 1, "error": 0},
+    why="'error' refuses missing values, 'separate' gives them a code of their own in every "
+    "feature",
+)
 
 CLASSES_HELP = (
     "Pass classes=[...] with every label y can take (public metadata, e.g. [0, 1] or "
@@ -90,12 +96,7 @@ MISSING_ERROR_WARNING = (
 
 
 def check_missing(missing: object) -> str:
-    if missing not in MISSING_POLICIES:
-        raise InvalidParameterError(
-            f"missing must be one of {list(MISSING_POLICIES)}, got {missing!r}: 'error' refuses "
-            "missing values, 'separate' gives them a code of their own in every feature."
-        )
-    return str(missing)
+    return MISSING_POLICIES.check(missing)
 
 
 def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_], list[str] | None]:
@@ -179,8 +180,9 @@ def encode_frame(
 class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
     """Shared fit/predict plumbing of the DP tree classifiers (not public)."""
 
-    def _y_numeric(self) -> bool:
-        return False
+    classes: Any
+    missing: str
+    max_categories: int
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -194,14 +196,8 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
         return getattr(self, "bounds", None), check_classes(getattr(self, "classes", None))
 
     def _check_common_params(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise InvalidParameterError(
-                f"algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r}."
-            )
-        if self.criterion not in (*CRITERIA, "auto"):
-            raise InvalidParameterError(
-                f"criterion must be 'auto' or one of {list(CRITERIA)}, got {self.criterion!r}."
-            )
+        ALGORITHMS.check(self.algorithm)
+        CRITERIA.check(self.criterion)
         check_missing(getattr(self, "missing", "separate"))
         check_n_cuts(getattr(self, "n_cuts", 32))
         check_positive_int(getattr(self, "max_categories", 1024), "max_categories", minimum=2)
@@ -249,7 +245,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
                 f"{which}. Impute them, or pass missing='separate' to give them a branch of their own."
             )
         codes = grid.encode_training(columns.arrays)
-        extra = 1 if missing == "separate" else 0
+        extra = MISSING_POLICIES.lookup(missing)
         n_bins = grid.n_bins + extra
         if mask.any():
             rows, cols = np.nonzero(mask)
@@ -345,7 +341,3 @@ def auto_criterion(n_rows: float, epsilon: float) -> str:
     docs/trees-classification.md.
     """
     return "max" if n_rows * epsilon < AUTO_MAX_OPERATOR_BELOW else "gini"
-
-
-def exact_epsilon(epsilon: float) -> Fraction:
-    return exact(epsilon)

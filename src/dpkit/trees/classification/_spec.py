@@ -19,7 +19,7 @@ class ClassificationTreeSpec:
       * "random": data-independent structure, all budget on the leaves.
     ``leaf_share``: fraction of epsilon spent on the leaf counts (random: 1).
     ``smoothing``: pseudo-rows pulling leaf probabilities toward their parent's
-    (``hierarchical``) or the overall class distribution (post-processing).
+    (post-processing).
     ``level_growth`` r: split level t gets a share proportional to r^t of the
     split budget (r > 1: more budget deeper, where nodes hold fewer rows).
     """
@@ -33,5 +33,4 @@ class ClassificationTreeSpec:
     min_information_gain: float = 0.0
     smoothing: float = 1.0
     selector: str = "exponential"
-    hierarchical: bool = True
     level_growth: Fraction = Fraction(1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -12,13 +12,19 @@ from sklearn.utils.validation import check_is_fitted
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError
-from dpkit.trees.classification._criteria import fit_classification_tree
-from dpkit.trees.classification._inputs import DPClassifierBase, auto_criterion, auto_depth_rule
+from dpkit.trees.classification._criteria import ALGORITHMS, CRITERIA, fit_classification_tree
+from dpkit.trees.classification._inputs import (
+    MISSING_POLICIES,
+    DPClassifierBase,
+    auto_criterion,
+    auto_depth_rule,
+)
 from dpkit.trees.classification._spec import ClassificationTreeSpec
 from dpkit.trees.engine._budget import BudgetPlan, randomness
 from dpkit.trees.engine._growth import Tree, apply
+from dpkit.trees.engine._policies import SELECTORS
 from dpkit.trees.engine._privacy import fit_paid, plan_report
-from dpkit.trees.engine._sklearn import check_fraction, check_max_depth, keyword_only
+from dpkit.trees.engine._sklearn import check_fraction, check_max_depth, store_parameters
 
 #: leaf_share=None picks these (measured, docs/trees-classification.md).
 DEFAULT_LEAF_SHARE = {"greedy": Fraction(3, 10), "id3": Fraction(1, 4), "random": Fraction(1)}
@@ -46,10 +52,6 @@ def resolve_smoothing(smoothing: object, leaf_epsilon: Fraction) -> float:
     return float(smoothing)
 
 
-SELECTORS = ("exponential", "permute_and_flip")
-HIERARCHICAL = True
-
-
 def check_growth(growth: object) -> Fraction:
     """The per-level budget ratio r (level t gets a share proportional to r^t), 0.25 <= r <= 4."""
     if isinstance(growth, bool) or not isinstance(growth, int | float | np.integer | np.floating):
@@ -64,15 +66,6 @@ def check_growth(growth: object) -> Fraction:
     return exact(float(growth))
 
 
-def check_selector(selector: object) -> str:
-    if selector not in SELECTORS:
-        raise InvalidParameterError(
-            f"selector must be one of {list(SELECTORS)}, got {selector!r}: both are epsilon-DP; "
-            "permute_and_flip never has a worse expected utility."
-        )
-    return str(selector)
-
-
 def check_nonnegative(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InvalidParameterError(f"{name} must be a number >= 0.")
@@ -82,7 +75,55 @@ def check_nonnegative(value: object, name: str) -> float:
     return v
 
 
-class DPDecisionTreeClassifier(DPClassifierBase):
+class TreeClassifierBase(DPClassifierBase):
+    """What the tree and the forest classifier share: their tree settings and their checks."""
+
+    max_depth: int | str
+    algorithm: str
+    criterion: str
+    leaf_share: float | None
+    count_share: float
+    min_samples_split: float
+    min_information_gain: float
+    smoothing: float | str
+    selector: str
+    level_growth: float
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "algorithm": [ALGORITHMS.constraint()],
+        "criterion": [CRITERIA.constraint()],
+        "selector": [SELECTORS.constraint()],
+        "missing": [MISSING_POLICIES.constraint()],
+    }
+
+    def _spec(self, depth: int, tree_epsilon: Fraction, criterion: str) -> ClassificationTreeSpec:
+        """One tree's public settings (checked: this runs before the charge too)."""
+        algorithm = ALGORITHMS.check(self.algorithm)
+        leaf_share = (
+            DEFAULT_LEAF_SHARE[algorithm]
+            if self.leaf_share is None
+            else exact(check_fraction(self.leaf_share, "leaf_share"))
+        )
+        if algorithm == "random" or depth == 0:
+            leaf_share = Fraction(1)
+        count_share = Fraction(0)
+        if self.count_share:
+            count_share = exact(check_fraction(self.count_share, "count_share"))
+        return ClassificationTreeSpec(
+            algorithm=algorithm,
+            criterion=criterion,
+            max_depth=depth,
+            leaf_share=leaf_share,
+            count_share=count_share,
+            min_samples_split=check_nonnegative(self.min_samples_split, "min_samples_split"),
+            min_information_gain=float(self.min_information_gain),
+            smoothing=resolve_smoothing(self.smoothing, tree_epsilon * leaf_share),
+            selector=SELECTORS.check(self.selector),
+            level_growth=check_growth(self.level_growth),
+        )
+
+
+class DPDecisionTreeClassifier(TreeClassifierBase):
     """A decision tree classifier that is epsilon-differentially private.
 
     Guarantee: ``fit`` is ``epsilon``-DP (pure) with respect to adding or
@@ -138,7 +179,6 @@ class DPDecisionTreeClassifier(DPClassifierBase):
     counts of the leaves), ``max_depth_``, ``privacy_`` (the budget split).
     """
 
-    @keyword_only
     def __init__(
         self,
         *,
@@ -162,50 +202,7 @@ class DPDecisionTreeClassifier(DPClassifierBase):
         random_state: Any = None,
         accountant: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.max_depth = max_depth
-        self.bounds = bounds
-        self.domains = domains
-        self.classes = classes
-        self.algorithm = algorithm
-        self.criterion = criterion
-        self.n_cuts = n_cuts
-        self.leaf_share = leaf_share
-        self.count_share = count_share
-        self.min_samples_split = min_samples_split
-        self.min_information_gain = min_information_gain
-        self.max_categories = max_categories
-        self.smoothing = smoothing
-        self.selector = selector
-        self.level_growth = level_growth
-        self.missing = missing
-        self.random_state = random_state
-        self.accountant = accountant
-
-    def _spec(self, depth: int, epsilon: Fraction, criterion: str) -> ClassificationTreeSpec:
-        leaf_share = (
-            DEFAULT_LEAF_SHARE[self.algorithm]
-            if self.leaf_share is None
-            else exact(check_fraction(self.leaf_share, "leaf_share"))
-        )
-        if self.algorithm == "random" or depth == 0:
-            leaf_share = Fraction(1)
-        count_share = Fraction(0)
-        if self.count_share:
-            count_share = exact(check_fraction(self.count_share, "count_share"))
-        return ClassificationTreeSpec(
-            algorithm=self.algorithm,
-            criterion=criterion,
-            max_depth=depth,
-            leaf_share=leaf_share,
-            count_share=count_share,
-            min_samples_split=check_nonnegative(self.min_samples_split, "min_samples_split"),
-            min_information_gain=float(self.min_information_gain),
-            smoothing=resolve_smoothing(self.smoothing, epsilon * leaf_share),
-            selector=check_selector(self.selector),
-            level_growth=check_growth(self.level_growth),
-            hierarchical=HIERARCHICAL,
-        )
+        store_parameters(self, locals())
 
     def fit(self, X: Any, y: Any) -> DPDecisionTreeClassifier:
         """Grow the tree on (X, y); epsilon-DP (see the class docstring). Returns self.

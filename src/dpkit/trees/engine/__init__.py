@@ -12,6 +12,9 @@
 * ``_budget``: exact budget splits (fractions) and the randomness plumbing.
 * ``_privacy``: the ``privacy_`` report and the paid fit (accountant first).
 * ``_rules``: the public "auto" rules (depth, rounds) of a noisy row count.
+* ``_choices``: one registry per choice by name (criterion, selector,
+  algorithm, partition, missing, leaf, loss): its names, its lookup and error,
+  and the scikit-learn constraint built from them.
 * ``_sklearn``: the scikit-learn plumbing (validation without quoting data).
 * ``_export``: text, rules and Graphviz exports of any fitted tree.
 """

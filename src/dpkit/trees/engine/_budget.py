@@ -8,35 +8,19 @@ spend more than the split promised.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from dpkit._checks import exact, float_at_most
+from dpkit._checks import float_at_most
 from dpkit.errors import InvalidParameterError
 
 
 def as_float_at_most(x: Fraction) -> float:
     """The largest float f with ``exact(f) <= x`` (never spends more than x)."""
     return float_at_most(x)
-
-
-def split_budget(
-    epsilon: float | Fraction, weights: Mapping[str, Fraction | float | int]
-) -> dict[str, Fraction]:
-    """Split epsilon into named parts proportional to ``weights``, summing exactly to epsilon.
-
-    Zero weights give zero parts (queries that are not made). Rounding is done
-    on Fractions, so there is none.
-    """
-    total = sum((exact(w) for w in weights.values()), Fraction(0))
-    if total <= 0:
-        raise InvalidParameterError("a budget split needs at least one positive weight.")
-    eps = exact(epsilon)
-    return {name: eps * exact(w) / total for name, w in weights.items()}
 
 
 @dataclass

@@ -572,14 +572,3 @@ def forest_sum(trees: list[Tree], codes: NDArray[np.int16], output: int = 0) -> 
     for start, stop, node in _traverse(trees, codes):
         out[start:stop] = values[node].sum(axis=1)
     return out
-
-
-def leaf_sums(
-    leaf: NDArray[np.int64], n_nodes: int, weights: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """Per-node sums of each weight channel over the rows' leaves, shape (n_nodes, k)."""
-    w = weights.reshape(leaf.size, -1)
-    return np.stack(
-        [np.bincount(leaf, weights=w[:, ch], minlength=n_nodes) for ch in range(w.shape[1])],
-        axis=1,
-    )

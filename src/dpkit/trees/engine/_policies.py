@@ -14,9 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._growth import Candidates, SplitDecision
 
 UtilityFn = Callable[[Candidates], NDArray[np.float64]]
+SelectFn = Callable[..., NDArray[np.int64]]
 
 
 def _mechanisms():  # type: ignore[no-untyped-def]
@@ -46,6 +48,17 @@ def noisy_counts(
     ).reshape(-1)
 
 
+#: ``selector=``: the private choice of one split per node (each epsilon-DP per node).
+SELECTORS: Choices[Callable[[], SelectFn]] = Choices(
+    "selector",
+    {
+        "exponential": lambda: _mechanisms().exponential,
+        "permute_and_flip": lambda: _mechanisms().permute_and_flip,
+    },
+    why="both are epsilon-DP; permute_and_flip never has a worse expected utility",
+)
+
+
 def select(
     utilities: NDArray[np.float64],
     *,
@@ -61,8 +74,7 @@ def select(
     utility); each is epsilon-DP per row for utilities of the given
     sensitivity, and rows on disjoint data compose in parallel.
     """
-    mech = _mechanisms()
-    fn = mech.permute_and_flip if selector == "permute_and_flip" else mech.exponential
+    fn = SELECTORS.lookup(selector)()
     chosen = fn(utilities, epsilon=epsilon, sensitivity=sensitivity, rng=rng, monotonic=monotonic)
     return np.asarray(chosen, dtype=np.int64).reshape(-1)
 
@@ -152,7 +164,7 @@ class RandomPolicy:
     """
 
     valid: NDArray[np.bool_]
-    generator: np.random.Generator
+    rng: np.random.Generator
     needs_statistics: bool = False
     weights: NDArray[np.float64] | None = None
     labels: NDArray[np.int64] | None = None
@@ -166,8 +178,8 @@ class RandomPolicy:
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         n_cand = self.valid.sum(axis=1)
         usable = np.flatnonzero(n_cand > 0)
-        feature = usable[self.generator.integers(0, usable.size, size=n_nodes)]
-        return feature, self.generator.integers(0, n_cand[feature])
+        feature = usable[self.rng.integers(0, usable.size, size=n_nodes)]
+        return feature, self.rng.integers(0, n_cand[feature])
 
     def accept(
         self, depth: int, left_counts: NDArray[np.int64], right_counts: NDArray[np.int64]

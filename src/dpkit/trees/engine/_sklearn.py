@@ -8,11 +8,7 @@ looks at data values except to refuse NaN/inf, and no message contains one.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,25 +22,18 @@ from dpkit.errors import DataError, InvalidParameterError
 from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid, split_columns
 
 
-def keyword_only(init: Callable[..., None]) -> Callable[..., None]:
-    """For an ``__init__`` whose parameters are keyword-only: still accept the old positional
-    calls (in the parameters' order), with a FutureWarning, so that scripts do not break."""
-    names = list(inspect.signature(init).parameters)[1:]
+def store_parameters(estimator: BaseEstimator, arguments: dict[str, Any]) -> None:
+    """scikit-learn's ``__init__`` contract in one place: store every parameter as given.
 
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        if args:
-            given = names[: len(args)]
-            warnings.warn(
-                f"passing {given} by position to {type(self).__name__} is deprecated and will "
-                "stop working; pass every parameter by name (e.g. epsilon=1.0).",
-                FutureWarning,
-                stacklevel=2,
-            )
-            kwargs.update(zip(given, args))
-        init(self, **kwargs)
-
-    return wrapper
+    Call it as ``store_parameters(self, locals())``, the first statement of an
+    estimator's ``__init__`` (``locals()`` then holds exactly its parameters):
+    each becomes an attribute holding the argument itself (no check, no copy),
+    so ``get_params``, ``set_params`` and ``clone`` work as for any
+    scikit-learn estimator.
+    """
+    for name, value in arguments.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
 
 
 def check_positive_int(value: object, name: str, *, minimum: int = 1, hint: str = "") -> int:
@@ -83,7 +72,18 @@ def check_fraction(value: object, name: str) -> float:
 
 
 class DPTreeEstimatorBase(BaseEstimator):
-    """Shared fit/predict input handling; subclasses implement the algorithms."""
+    """Shared fit/predict input handling; subclasses implement the algorithms.
+
+    The annotations name the parameters every estimator takes (``__init__``
+    stores them with :func:`store_parameters`); they create no attribute.
+    """
+
+    epsilon: float
+    bounds: Any
+    domains: Any
+    n_cuts: int
+    random_state: Any
+    accountant: Any
 
     def _validated_epsilon(self) -> float:
         return check_epsilon(getattr(self, "epsilon", None))
@@ -124,9 +124,6 @@ class DPTreeEstimatorBase(BaseEstimator):
         if n_rows == 0:
             raise DataError("X has no rows: a tree needs at least one training row.")
         return columns, y_arr
-
-    def _y_numeric(self) -> bool:
-        return True
 
     def _make_grid(self, columns: Columns) -> FeatureGrid:
         n_cuts = check_n_cuts(getattr(self, "n_cuts", 40))

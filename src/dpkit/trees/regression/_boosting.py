@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
-from dpkit.trees.engine._growth import Tree, forest_sum, grow
+from dpkit.trees.engine._growth import Tree, grow
 from dpkit.trees.engine._policies import GreedyPolicy, _mechanisms
 from dpkit.trees.regression._criteria import (
     MEDIAN_LEVELS,
@@ -133,10 +133,3 @@ def fit_boosted(
         trees.append(tree)
         current = current + tree.value[leaf, 0]
     return trees, plan
-
-
-def predict_boosted(
-    trees: list[Tree], codes: NDArray[np.int16], init: float
-) -> NDArray[np.float64]:
-    """init + sum of the trees' values, clipped to [0, 1] (post-processing)."""
-    return np.asarray(np.clip(init + forest_sum(trees, codes), 0.0, 1.0), dtype=np.float64)

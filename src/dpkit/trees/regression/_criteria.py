@@ -13,7 +13,7 @@ Split utilities (over add/remove one row, for every candidate):
   size, and every candidate moves the same way (monotonic), so the
   exponential mechanism may use exp(eps u / Delta) instead of exp(eps u / 2 Delta).
 * The regression-tree paper's utilities and leaves (Hoang & Thuc, 2020; not
-  provably DP) are in :mod:`dpkit.reproduce._paper_trees`, with its reproduction.
+  provably DP) are in ``_paper``; :mod:`dpkit.reproduce.regression_paper` reproduces it.
 
 Leaf values:
 
@@ -26,7 +26,8 @@ Leaf values:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -34,6 +35,7 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameterError
 from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._growth import Candidates, Tree, candidate_layout, grow
 from dpkit.trees.engine._policies import (
     GreedyPolicy,
@@ -41,17 +43,7 @@ from dpkit.trees.engine._policies import (
     _mechanisms,
     select,
 )
-
-
-def regression_channels(y: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Per-row channels (1, y, y^2) summed by the core's histograms."""
-    return np.stack([np.ones_like(y), y, y * y], axis=1)
-
-
-def _sse(stats: NDArray[np.float64]) -> NDArray[np.float64]:
-    n, s, q = stats[..., 0], stats[..., 1], stats[..., 2]
-    sse = q - s * s / np.maximum(n, 1.0)
-    return np.where(n > 0, np.maximum(sse, 0.0), 0.0)
+from dpkit.trees.regression._spec import RegressionTreeSpec, _leaf_ids, _sse, regression_channels
 
 
 def sse_gain(c: Candidates) -> NDArray[np.float64]:
@@ -151,35 +143,6 @@ def grid_median_leaves(
 MEDIAN_LEVELS = 128  # public grid of candidate medians (width 1/128 of the target range)
 
 
-@dataclass
-class RegressionTreeSpec:
-    """Public settings of one regression tree (all data-independent).
-
-    ``algorithm``:
-      * "paper": Table 1 of the regression-tree paper (Hoang & Thuc, 2020), literally (not provably DP, see docs);
-      * "greedy": exponential-mechanism splits with the size-free SSE utility,
-        a fixed depth and private leaves (provably epsilon-DP);
-      * "random": random structure (no budget), all budget to the leaves.
-    ``leaf``: "mean" or "median". ``leaf_share``: fraction of epsilon spent on
-    leaves (greedy; random spends all of it there). ``prior``/``shrinkage``:
-    mean leaves are pulled toward ``prior`` with ``shrinkage`` pseudo-rows.
-    """
-
-    algorithm: str
-    leaf: str
-    max_depth: int
-    min_samples_split: int = 20
-    min_samples_leaf: int = 10
-    leaf_share: Fraction = Fraction(1, 2)
-    prior: float = 0.5
-    shrinkage: float = 0.0
-    selector: str = "permute_and_flip"
-
-
-def _leaf_ids(tree: Tree) -> NDArray[np.int64]:
-    return np.flatnonzero(tree.feature < 0)
-
-
 def fit_regression_tree(
     codes: NDArray[np.int16],
     y: NDArray[np.float64],
@@ -206,8 +169,8 @@ def fit_regression_tree(
     plan = BudgetPlan()
     depth = spec.max_depth
     if spec.algorithm in ("paper", "paper_total"):
-        # The paper's algorithms live with its reproduction (not DP; loaded on demand).
-        from dpkit.reproduce._paper_trees import fit_paper_tree
+        # The paper's algorithms (not provably DP; loaded on demand).
+        from dpkit.trees.regression._paper import fit_paper_tree
 
         return fit_paper_tree(codes, y, n_bins, categorical, spec, epsilon, rnd, roots, n_roots)
     policy: GreedyPolicy | RandomPolicy
@@ -237,32 +200,67 @@ def fit_regression_tree(
     leaves = _leaf_ids(tree)
     value = np.full(tree.n_nodes, np.nan)
     noisy = tree.noisy_count.copy()
-    if spec.leaf == "median":
-        plan.add("leaf_median", leaf_eps)
-        value[leaves] = grid_median_leaves(
-            leaf,
-            y,
-            leaves,
-            tree.n_nodes,
-            as_float_at_most(leaf_eps),
-            MEDIAN_LEVELS,
-            rng,
-            selector=spec.selector,
-        )
-    else:
-        eps_sum = leaf_eps / 2
-        eps_count = leaf_eps - eps_sum
-        plan.add("leaf_sum", eps_sum)
-        plan.add("leaf_count", eps_count)
-        noisy_sum, noisy_count = noisy_leaf_stats(
-            leaf,
-            y,
-            leaves,
-            tree.n_nodes,
-            as_float_at_most(eps_sum),
-            as_float_at_most(eps_count),
-            rng,
-        )
-        noisy[leaves] = noisy_count
-        value[leaves] = shrunk_means(noisy_sum, noisy_count, spec.prior, max(spec.shrinkage, 1e-9))
+    fill = LEAVES.lookup(spec.leaf)
+    value[leaves], counts = fill(leaf, y, leaves, tree.n_nodes, leaf_eps, plan, spec, rng)
+    if counts is not None:
+        noisy[leaves] = counts
     return replace(tree.with_values(value), noisy_count=noisy), plan
+
+
+def median_leaves(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    epsilon: Fraction,
+    plan: BudgetPlan,
+    spec: RegressionTreeSpec,
+    rng: np.random.Generator | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """Private medians on the public grid (see ``grid_median_leaves``); no counts released."""
+    plan.add("leaf_median", epsilon)
+    medians = grid_median_leaves(
+        leaf,
+        y,
+        leaves,
+        n_nodes,
+        as_float_at_most(epsilon),
+        MEDIAN_LEVELS,
+        rng,
+        selector=spec.selector,
+    )
+    return medians, None
+
+
+def mean_leaves(
+    leaf: NDArray[np.int64],
+    y: NDArray[np.float64],
+    leaves: NDArray[np.int64],
+    n_nodes: int,
+    epsilon: Fraction,
+    plan: BudgetPlan,
+    spec: RegressionTreeSpec,
+    rng: np.random.Generator | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    """Noisy sums and counts, half of epsilon each (see ``noisy_leaf_stats``); shrunk means."""
+    eps_sum = epsilon / 2
+    eps_count = epsilon - eps_sum
+    plan.add("leaf_sum", eps_sum)
+    plan.add("leaf_count", eps_count)
+    noisy_sum, noisy_count = noisy_leaf_stats(
+        leaf,
+        y,
+        leaves,
+        n_nodes,
+        as_float_at_most(eps_sum),
+        as_float_at_most(eps_count),
+        rng,
+    )
+    means = shrunk_means(noisy_sum, noisy_count, spec.prior, max(spec.shrinkage, 1e-9))
+    return means, noisy_count
+
+
+#: ``leaf=``: name -> how a regression tree fills its leaves (values, released counts or None).
+LEAVES: Choices[Callable[..., tuple[NDArray[np.float64], NDArray[np.float64] | None]]] = Choices(
+    "leaf", {"median": median_leaves, "mean": mean_leaves}
+)

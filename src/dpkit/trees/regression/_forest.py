@@ -4,34 +4,36 @@ from __future__ import annotations
 
 import warnings
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees.engine._budget import BudgetPlan, randomness
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import check_target_bounds, regression_rows
 from dpkit.trees.engine._growth import forest_sum, split_roots
 from dpkit.trees.engine._privacy import fit_paid, plan_report
 from dpkit.trees.engine._rules import COUNT_SHARE, boosting_rule, noisy_row_count, partition_rule
-from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, check_fraction, check_positive_int
+from dpkit.trees.engine._sklearn import check_fraction, check_positive_int, store_parameters
 from dpkit.trees.regression._boosting import BoostingSpec, fit_boosted
-from dpkit.trees.regression._criteria import RegressionTreeSpec, fit_regression_tree
+from dpkit.trees.regression._criteria import LEAVES, RegressionTreeSpec, fit_regression_tree
 from dpkit.trees.regression._tree import (
     PAPER_ALGORITHMS,
     PAPER_WARNING,
-    check_algorithm,
+    TREE_ALGORITHMS,
+    RegressionTreesBase,
     check_depth,
-    check_leaf,
     check_payable,
 )
 
-FOREST_ALGORITHMS = ("boosting", "greedy", "random", "paper", "paper_total")
+#: ``algorithm=`` of a regression forest: boosting of trees, or partition forests of
+#: any tree algorithm; name -> whether it is provably epsilon-DP.
+FOREST_ALGORITHMS: Choices[bool] = Choices("algorithm", {"boosting": True, **TREE_ALGORITHMS})
 
 
 def _check_auto_int(value: object, name: str) -> int | None:
@@ -40,7 +42,7 @@ def _check_auto_int(value: object, name: str) -> int | None:
     return check_positive_int(value, name, hint=" or 'auto'")
 
 
-class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
+class DPRandomForestRegressor(RegressionTreesBase):
     """A differentially private ensemble of regression trees (scikit-learn compatible).
 
     Privacy guarantee (every ``algorithm`` except the paper's): the fitted
@@ -91,6 +93,14 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         budget_plan_, epsilon_, provably_private_, grid_: as for the tree.
     """
 
+    n_estimators: int | str
+    learning_rate: float | str
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        **RegressionTreesBase._parameter_constraints,
+        "algorithm": [FOREST_ALGORITHMS.constraint()],
+    }
+
     def __init__(
         self,
         *,
@@ -110,28 +120,7 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
         random_state: Any = None,
         accountant: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.bounds = bounds
-        self.target_bounds = target_bounds
-        self.domains = domains
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.algorithm = algorithm
-        self.leaf = leaf
-        self.n_cuts = n_cuts
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.leaf_share = leaf_share
-        self.random_state = random_state
-        self.accountant = accountant
-
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.regressor_tags.poor_score = True
-        tags.input_tags.allow_nan = False  # fit leaves NaN rows out; predict refuses NaN
-        tags.input_tags.categorical = True
-        return tags
+        store_parameters(self, locals())
 
     def _check_learning_rate(self) -> float | None:
         lr = self.learning_rate
@@ -148,8 +137,8 @@ class DPRandomForestRegressor(RegressorMixin, DPTreeEstimatorBase):
     def fit(self, X: Any, y: ArrayLike) -> DPRandomForestRegressor:
         """Fit the ensemble; see the class docstring for the privacy guarantee."""
         epsilon = self._validated_epsilon()
-        algorithm = check_algorithm(self.algorithm, FOREST_ALGORITHMS)
-        leaf = check_leaf(self.leaf)
+        algorithm = FOREST_ALGORITHMS.check(self.algorithm)
+        leaf = LEAVES.check(self.leaf)
         n_trees = _check_auto_int(self.n_estimators, "n_estimators")
         depth = check_depth(self.max_depth)
         lr = self._check_learning_rate()

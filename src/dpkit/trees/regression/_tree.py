@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -15,6 +15,7 @@ from dpkit._checks import exact
 from dpkit.accounting.budget import Budget
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.trees.engine._budget import BudgetPlan, randomness
+from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import check_target_bounds, regression_rows
 from dpkit.trees.engine._growth import Tree, apply
 from dpkit.trees.engine._privacy import fit_paid, plan_report
@@ -24,12 +25,16 @@ from dpkit.trees.engine._sklearn import (
     check_fraction,
     check_max_depth,
     check_positive_int,
+    store_parameters,
 )
-from dpkit.trees.regression._criteria import RegressionTreeSpec, fit_regression_tree
+from dpkit.trees.regression._criteria import LEAVES, RegressionTreeSpec, fit_regression_tree
 
-TREE_ALGORITHMS = ("greedy", "random", "paper", "paper_total")
-PAPER_ALGORITHMS = ("paper", "paper_total")
-LEAVES = ("median", "mean")
+#: ``algorithm=`` of a regression tree: name -> whether it is provably epsilon-DP
+#: (the paper's are grown by ``_paper``, see ``fit_regression_tree``).
+TREE_ALGORITHMS: Choices[bool] = Choices(
+    "algorithm", {"greedy": True, "random": True, "paper": False, "paper_total": False}
+)
+PAPER_ALGORITHMS = tuple(name for name, private in TREE_ALGORITHMS.items() if not private)
 
 PAPER_WARNING = (
     "algorithm={name!r} reproduces the regression-tree paper (Vu Quoc Hoang & Nguyen Dinh Thuc, 2020) and is NOT provably "
@@ -48,25 +53,37 @@ def check_payable(algorithm: str, accountant: Any) -> None:
         )
 
 
-def check_algorithm(algorithm: object, allowed: tuple[str, ...]) -> str:
-    if algorithm not in allowed:
-        raise InvalidParameterError(f"algorithm must be one of {list(allowed)}, got {algorithm!r}.")
-    return str(algorithm)
-
-
-def check_leaf(leaf: object) -> str:
-    if leaf not in LEAVES:
-        raise InvalidParameterError(f"leaf must be 'median' or 'mean', got {leaf!r}.")
-    return str(leaf)
-
-
 def check_depth(value: object, name: str = "max_depth") -> int | None:
     if value == "auto":
         return None
     return check_max_depth(value, name)
 
 
-class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
+class RegressionTreesBase(RegressorMixin, DPTreeEstimatorBase):
+    """What the regression tree and forest share: their settings, tags and constraints."""
+
+    target_bounds: Any
+    algorithm: str
+    leaf: str
+    max_depth: int | str
+    min_samples_split: int
+    min_samples_leaf: int
+    leaf_share: float
+
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "algorithm": [TREE_ALGORITHMS.constraint()],
+        "leaf": [LEAVES.constraint()],
+    }
+
+    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # DP noise: no accuracy promise on tiny check data
+        tags.input_tags.allow_nan = False  # fit leaves NaN rows out; predict refuses NaN
+        tags.input_tags.categorical = True
+        return tags
+
+
+class DPDecisionTreeRegressor(RegressionTreesBase):
     """A differentially private regression tree (scikit-learn compatible).
 
     Privacy guarantee (``algorithm`` "greedy" or "random", the default is
@@ -153,32 +170,13 @@ class DPDecisionTreeRegressor(RegressorMixin, DPTreeEstimatorBase):
         random_state: Any = None,
         accountant: Any = None,
     ) -> None:
-        self.epsilon = epsilon
-        self.bounds = bounds
-        self.target_bounds = target_bounds
-        self.domains = domains
-        self.algorithm = algorithm
-        self.leaf = leaf
-        self.max_depth = max_depth
-        self.n_cuts = n_cuts
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.leaf_share = leaf_share
-        self.random_state = random_state
-        self.accountant = accountant
-
-    def __sklearn_tags__(self):  # type: ignore[no-untyped-def]
-        tags = super().__sklearn_tags__()
-        tags.regressor_tags.poor_score = True  # DP noise: no accuracy promise on tiny check data
-        tags.input_tags.allow_nan = False  # fit leaves NaN rows out; predict refuses NaN
-        tags.input_tags.categorical = True
-        return tags
+        store_parameters(self, locals())
 
     def fit(self, X: Any, y: ArrayLike) -> DPDecisionTreeRegressor:
         """Fit the tree; see the class docstring for the privacy guarantee."""
         epsilon = self._validated_epsilon()
-        algorithm = check_algorithm(self.algorithm, TREE_ALGORITHMS)
-        leaf = check_leaf(self.leaf)
+        algorithm = TREE_ALGORITHMS.check(self.algorithm)
+        leaf = LEAVES.check(self.leaf)
         depth = check_depth(self.max_depth)
         share = check_fraction(self.leaf_share, "leaf_share")
         n_split = check_positive_int(self.min_samples_split, "min_samples_split")

@@ -1,4 +1,7 @@
-"""Memory a publisher will allocate, from public parameters only (checked before the charge)."""
+"""Memory a publisher will allocate, from public parameters only (checked before the charge).
+
+Shared with the tables' histograms (:mod:`dpkit.tables.kinds.histogram`).
+"""
 
 from __future__ import annotations
 
@@ -26,16 +29,16 @@ def memory_needed(
     build (n+1)² tables. ``n_bins=None`` means the worst case the method may
     reach (n bins).
     """
-    name = method.replace("_", "-").lower()
+    name = method  # the registry's one spelling (dpkit.histograms.methods)
     linear = 256 * (n + 1)
     k = n if n_bins is None else n_bins
-    if name == "noise-first":
+    if name == "noise_first":
         if statistic == "median":
             return _QUADRATIC * (n + 1) ** 2 + 16 * (k + 1) * (n + 1)
         if n_bins is None and selection == "paper":
             return linear
         return linear + sse_rows_memory(n, k, "starts")
-    if name == "structure-first":
+    if name == "structure_first":
         if k in (1, n):
             return linear
         if statistic == "median" or sampler == "joint":

@@ -1,4 +1,4 @@
-"""More regression tests for issue 11's leak classes, through the public Session API only.
+"""The session leak classes again, through the public Session API only.
 
 They complement ``test_session_leaks.py`` (which has the first reproduction
 of each class): every query kind for class 1, class 2 seen by an analyst

@@ -1,11 +1,12 @@
-"""The regression-tree paper's algorithms (Vu Quoc Hoang & Nguyen Dinh Thuc, 2020), for its reproduction.
+"""The regression-tree paper's algorithms (Vu Quoc Hoang & Nguyen Dinh Thuc, 2020), literally.
 
 NOT provably differentially private (see docs/trees-regression.md, "The paper
 and its correctness gap"): the utilities assume sensitivity 1/N_split and the
 leaves 1/N_leaf, which hold only for nodes with at least that many rows, and
 the paper checks sizes on noisy counts. dpkit's estimators reach this code only
 through ``algorithm="paper"`` / ``"paper_total"``, which warn and set
-``provably_private_ = False``.
+``provably_private_ = False``; :mod:`dpkit.reproduce.regression_paper` runs its
+experiments.
 
 * ``paper_mse`` / ``paper_mae``: minus the mean squared / absolute error of a
   split (``paper_total_sse`` and the total variant of the MAE reproduce Table 3).
@@ -24,7 +25,7 @@ from numpy.typing import NDArray
 from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
 from dpkit.trees.engine._growth import Candidates, Tree, grow
 from dpkit.trees.engine._policies import GreedyPolicy, _mechanisms, noisy_counts, select
-from dpkit.trees.regression._criteria import (
+from dpkit.trees.regression._spec import (
     RegressionTreeSpec,
     _leaf_ids,
     _sse,
@@ -113,7 +114,7 @@ def paper_median_leaves(
     epsilon: float,
     min_leaf: int,
     rng: np.random.Generator | None,
-    generator: np.random.Generator,
+    numpy_rng: np.random.Generator,
 ) -> NDArray[np.float64]:
     """Equations 7-8 of the paper: the exponential-mechanism median of each leaf.
 
@@ -182,7 +183,7 @@ def paper_median_leaves(
         )
         a = np.take_along_axis(lower, chosen[:, None], axis=1)[:, 0]
         b = np.take_along_axis(upper, chosen[:, None], axis=1)[:, 0]
-        out[batch] = a + (b - a) * generator.random(batch.size)
+        out[batch] = a + (b - a) * numpy_rng.random(batch.size)
         i = j
     return out
 

@@ -1,4 +1,7 @@
-"""Readable bin labels: as few digits as tell the edges apart (no ``[4.665e+04, 4.665e+04]``)."""
+"""Readable bin labels: as few digits as tell the edges apart (no ``[4.665e+04, 4.665e+04]``).
+
+Shared with the tables' histograms (:mod:`dpkit.tables.kinds.histogram`).
+"""
 
 from __future__ import annotations
 

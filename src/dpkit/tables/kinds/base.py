@@ -1,0 +1,225 @@
+"""What a query kind is: one object holding everything dpkit knows about it.
+
+A :class:`QueryKind` has a ``name`` (the method name, ``QuerySpec.kind``),
+a one-line ``summary`` and the user-facing ``doc`` (the Session method's
+docstring: the guarantee in the analyst's terms), its :class:`Parameter` list
+(name, one-line doc, JSON type hint, default, check), its own frozen validated
+query (a subclass of :class:`~dpkit.tables.validation.ValidatedQuery` holding
+only what the kind needs), and four steps:
+
+* ``validate(spec, ctx, common)`` — the kind's own checks, on public input only;
+* ``label(query)`` — the ledger label, made of public parameters only;
+* ``cost(query)`` — the privacy event (a :class:`~dpkit.accounting.Budget`);
+* ``release(query, engine, rng)`` — the only step that reads data; the proof
+  (guarantee, neighbouring relation, sensitivity argument) is ``proof``, the
+  docstring of the module that defines the release.
+
+:class:`Kind` is the one implementation the built-in kinds use; the registry
+(:data:`dpkit.tables.kinds.REGISTRY`) accepts any object with these attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from dpkit.accounting import Budget
+from dpkit.tables.engines.base import Engine
+from dpkit.tables.validation import TableContext, ValidatedQuery
+
+__all__ = ["COMMON", "Kind", "Parameter", "QueryKind", "label_with", "parameter"]
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a query kind: how the methods show it and how JSON carries it.
+
+    ``annotation`` is the Python type shown by ``help()``/IDEs; ``type`` the
+    JSON hint served by ``GET /api/v1/query-kinds`` (``number``, ``integer``,
+    ``string``, ``[lo, hi]``, ``list``, ``filter``, ...). ``positional``
+    parameters come after the column in the method's signature (``q`` of
+    ``quantile``, ``y`` of ``histogram2d``); ``spec_name`` is the
+    :class:`~dpkit.tables.specs.QuerySpec` field when it differs from the
+    method's argument name. ``check`` names the function that checks it (run
+    by the kind's ``validate``, before any charge).
+    """
+
+    name: str
+    doc: str
+    type: str
+    annotation: str = "Any"
+    default: Any = None
+    positional: bool = False
+    spec_name: str | None = None
+    check: Callable[..., Any] | None = None
+
+    @property
+    def field(self) -> str:
+        """The spec's field this parameter fills."""
+        return self.spec_name or self.name
+
+    @property
+    def required(self) -> bool:
+        return self.default is _REQUIRED
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description (public code facts)."""
+        default = None if self.required else self.default
+        return {
+            "name": self.field,
+            "doc": self.doc,
+            "type": self.type,
+            "required": self.required,
+            "default": default,
+        }
+
+
+def parameter(name: str, doc: str, type: str, annotation: str = "Any", **more: Any) -> Parameter:
+    """A parameter; ``required=True`` marks one without default (``epsilon``, ``q``)."""
+    if more.pop("required", False):
+        more["default"] = _REQUIRED
+    return Parameter(name, doc, type, annotation, **more)
+
+
+#: The parameters every grouped kind shares, in their spec order.
+COMMON: tuple[Parameter, ...] = (
+    parameter(
+        "epsilon", "the privacy budget this query spends (ε > 0)", "number", "float", required=True
+    ),
+    parameter(
+        "where",
+        "a row filter: {column: value}, {column: [values]}, {column: [op, value]}",
+        "filter",
+        "Where",
+    ),
+    parameter(
+        "group_by",
+        "a column (or list of columns) to group by",
+        "columns",
+        "str | Sequence[str] | None",
+    ),
+    parameter(
+        "keys",
+        "the public group keys, 'private' (DP partition selection), or omitted (the "
+        "schema's domains)",
+        "list | 'private'",
+    ),
+    parameter(
+        "delta",
+        "δ spent by keys='private' (partition selection) only",
+        "number",
+        "float",
+        default=0.0,
+    ),
+    parameter(
+        "level",
+        "the confidence level of the interval (default: the session's)",
+        "number",
+        "float | None",
+    ),
+)
+
+
+@runtime_checkable
+class QueryKind(Protocol):
+    """The contract of one query kind (see the module docstring)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def doc(self) -> str:
+        """The method's docstring: the guarantee in the analyst's terms."""
+
+    @property
+    def column(self) -> str:
+        """The name of the method's first argument (``column``, or ``x``)."""
+
+    @property
+    def column_required(self) -> bool: ...
+
+    @property
+    def parameters(self) -> tuple[Parameter, ...]:
+        """Besides the column, in spec order (``QuerySpec.params``, ``str(spec)``)."""
+
+    @property
+    def query_type(self) -> type[ValidatedQuery]: ...
+
+    @property
+    def proof(self) -> str: ...
+
+    def validate(self, spec: Any, ctx: TableContext, common: dict[str, Any]) -> ValidatedQuery: ...
+
+    def label(self, query: ValidatedQuery) -> str: ...
+
+    def cost(self, query: ValidatedQuery) -> Budget: ...
+
+    def release(self, query: Any, engine: Engine, rng: Any) -> Any: ...
+
+
+def label_with(head: str, query: ValidatedQuery) -> str:
+    """``head`` followed by the public filter and grouping (every kind's ledger label)."""
+    text = head
+    where = query.rows.where
+    if where:
+        text += " where " + " and ".join(
+            f"{c.column} {c.op}" + ("" if c.value is None else f" {c.value!r}") for c in where
+        )
+    grouping = query.grouping
+    if grouping is not None:
+        text += f" by {', '.join(grouping.columns)}"
+        text += (
+            " (private keys)"
+            if grouping.private
+            else f" ({len(grouping.keys or ())} groups, parallel)"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A query kind built from functions (what the built-in kinds are).
+
+    ``validate_query(spec, ctx, common)`` and ``release_query(query, engine,
+    rng)`` are the kind's module functions; ``head(query)`` the start of its
+    ledger label (default ``kind(column)``); ``module_doc`` the docstring of
+    the module holding the release (the proof).
+    """
+
+    name: str
+    summary: str
+    doc: str
+    parameters: tuple[Parameter, ...]
+    query_type: type[ValidatedQuery]
+    validate_query: Callable[[Any, TableContext, dict[str, Any]], ValidatedQuery]
+    release_query: Callable[[Any, Engine, Any], Any]
+    module_doc: str
+    column: str = "column"
+    column_required: bool = True
+    head: Callable[[Any], str] | None = None
+
+    @property
+    def proof(self) -> str:
+        """The privacy argument of the release (guarantee, neighbours, sensitivity)."""
+        return self.module_doc
+
+    def validate(self, spec: Any, ctx: TableContext, common: dict[str, Any]) -> ValidatedQuery:
+        return self.validate_query(spec, ctx, common)
+
+    def label(self, query: ValidatedQuery) -> str:
+        if self.head is not None:
+            return label_with(self.head(query), query)
+        return label_with(f"{query.spec.kind}({query.spec.column or '*'})", query)
+
+    def cost(self, query: ValidatedQuery) -> Budget:
+        """(ε, δ) as declared; δ only for private keys."""
+        return Budget(query.epsilon, query.delta)
+
+    def release(self, query: Any, engine: Engine, rng: Any) -> Any:
+        return self.release_query(query, engine, rng)
