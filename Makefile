@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo serve test lint typecheck unit java browser postgres scanners bench audit clean
+.PHONY: demo serve test lint typecheck unit java browser postgres scanners bench audit figures clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -75,9 +75,16 @@ scanners: $(VENV)/.installed-dev $(DUCKDB14)/.installed postgres
 	DPKIT_REQUIRE_SCANNERS=1 PYTHONPATH=$(DUCKDB14) $(BIN)/python -m pytest -q tests/tables/test_sql_scanners.py
 
 # The full statistical privacy audits (tests marked audit; about 15 minutes on 2 cores, not
-# part of make test, whose fast subset runs in seconds).
+# part of make test, whose fast subset runs in seconds). -v names each audit as it starts and
+# shows how far along the run is ([ 40%]); tee-sys shows what audits print (the measured ε
+# lower bounds) as they run, which -s would too but without the [ 40%]; --durations lists how
+# long each audit took at the end.
 audit: $(VENV)/.installed-dev java
-	$(BIN)/python -m pytest -q -s -m audit tests
+	$(BIN)/python -m pytest -v --capture=tee-sys -m audit --durations=0 --durations-min=1 tests
+
+# The README's and docs' pictures (docs/img/), redrawn from seeded, generated data.
+figures: $(VENV)/.installed
+	$(BIN)/python docs/figures/make_figures.py
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/pip install -q opendp

@@ -47,7 +47,11 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer)
     for layer in (
         {"dpkit.errors"},  # exceptions and warnings, no imports
-        {"dpkit._checks", "dpkit._lazy"},  # public-parameter checks; lazy exports
+        {
+            "dpkit._checks",
+            "dpkit._lazy",
+            "dpkit._progress",
+        },  # public-parameter checks; lazy exports; progress
         {"dpkit.accounting"},  # exact budgets, composition, the accountant and its ledger
         {"dpkit.privacy"},  # the one privacy report every release carries
         {"dpkit.release"},  # a scalar release

@@ -30,7 +30,7 @@ def test_histogram_command(tmp_path):
     out = tmp_path / "h.png"
     result = runner.invoke(
         app,
-        ["histogram", str(path), "age", "--method", "laplace", "--epsilon", "1",
+        ["histogram", str(path), "age", "--type", "age=BIGINT", "--method", "laplace", "--epsilon", "1",
          "--bounds", "0", "80", "--width", "10", "--plot", str(out), "--seed", "3",
          "--budget", "5"],
     )  # fmt: skip
@@ -41,7 +41,9 @@ def test_histogram_command(tmp_path):
 def test_histogram_without_public_bins_is_a_clear_error(tmp_path):
     path = tmp_path / "ages.csv"
     pd.DataFrame({"age": [31, 45, 52]}).to_csv(path, index=False)
-    result = runner.invoke(app, ["histogram", str(path), "age", "--epsilon", "1"])
+    result = runner.invoke(
+        app, ["histogram", str(path), "age", "--type", "age=DOUBLE", "--epsilon", "1"]
+    )
     assert result.exit_code == 2
     assert "public" in result.output
     assert "Traceback" not in result.output

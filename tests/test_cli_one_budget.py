@@ -39,7 +39,7 @@ def query(path: Path, *extra: str) -> list[str]:
 
 
 def histogram(path: Path, *extra: str) -> list[str]:
-    return ["histogram", str(path), "age", "--method", "laplace", "--bounds", "0", "80",
+    return ["histogram", str(path), "age", "--type", "age=DOUBLE", "--method", "laplace", "--bounds", "0", "80",
             "--units", "8", "--epsilon", "0.5", *extra]  # fmt: skip
 
 

@@ -42,7 +42,7 @@ def table(tmp_path: Path) -> Path:
 
 
 def histogram(path: Path, *extra: str) -> list[str]:
-    return ["histogram", str(path), "x", "--method", "laplace", "--bounds", "0", "80",
+    return ["histogram", str(path), "x", "--type", "x=DOUBLE", "--method", "laplace", "--bounds", "0", "80",
             "--units", "80", "--epsilon", "0.5", "--budget", "5", "--seed", "4", *extra]  # fmt: skip
 
 

@@ -179,7 +179,8 @@ def test_an_old_method_spelling_is_the_same_release_with_a_note(tmp_path: Path) 
     outputs = []
     path = _ages(tmp_path, "ages.csv")
     for method, budget in (("noise_first", ["--budget", "5"]), ("noise-first", [])):
-        args = ["histogram", str(path), "age", "--method", method, "--bounds", "0", "80",
+        args = ["histogram", str(path), "age", "--type", "age=BIGINT", "--method", method,
+                "--bounds", "0", "80",
                 "--width", "5", "--epsilon", "1", "--seed", "3", "--json", *budget]  # fmt: skip
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output

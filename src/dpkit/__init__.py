@@ -12,6 +12,7 @@ and the rules between them are in ``docs/architecture.md`` and
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from dpkit._lazy import lazy_exports
@@ -26,6 +27,10 @@ from dpkit.errors import (
     PrivacyWarning,
     ReleaseFailedError,
 )
+
+# The library logs to the "dpkit" logger (ledger opened, charges, refusals);
+# silent until the application configures logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from dpkit import histograms, local, mechanisms, trees

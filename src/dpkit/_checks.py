@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from fractions import Fraction
 from numbers import Real
 
@@ -31,7 +34,9 @@ def _as_float(value: object, name: str, what: str) -> float:
         ) from None
 
 
-def check_epsilon(epsilon: object, name: str = "epsilon", *, share: bool = False) -> float:
+def check_epsilon(
+    epsilon: object, name: str = "epsilon", *, share: bool = False, warn: bool = True
+) -> float:
     """Return epsilon as a float after checking ``MIN_EPSILON <= epsilon < inf``.
 
     The floor keeps every computation representable and bounded (see
@@ -40,6 +45,8 @@ def check_epsilon(epsilon: object, name: str = "epsilon", *, share: bool = False
     instead of failing (or running without end) afterwards. ``share=True`` is
     for the building blocks (mechanisms, histogram publishers) that spend a
     part of a caller's epsilon: their floor is :data:`MIN_SHARE_EPSILON`.
+    ``warn=False`` skips the weak-guarantee warning, for a second check of an
+    epsilon the caller has already checked (one warning per query, not two).
     """
     if not is_real_scalar(epsilon):
         raise InvalidParameterError(
@@ -59,7 +66,7 @@ def check_epsilon(epsilon: object, name: str = "epsilon", *, share: bool = False
             f"for the exact samplers. Use {name} >= {MIN_EPSILON:g} (typical values are 0.01 "
             "to 10)."
         )
-    if value > WEAK_EPSILON:
+    if warn and value > WEAK_EPSILON and not _EPSILON_CHECKED.get():
         warnings.warn(
             f"{name}={value:g} is above {WEAK_EPSILON:g}: the guarantee is weak (one person can "
             f"change the odds of an outcome by a factor up to e^{value:g}). Use a smaller "
@@ -88,6 +95,23 @@ MIN_SHARE_EPSILON = 2.0**-40
 
 #: Above this epsilon dpkit warns that the guarantee is weak (e^10 ≈ 22,000).
 WEAK_EPSILON = 10.0
+
+#: Set while a query whose epsilon was checked (and warned about) spends its parts.
+_EPSILON_CHECKED: ContextVar[bool] = ContextVar("dpkit_epsilon_checked", default=False)
+
+
+@contextmanager
+def epsilon_checked() -> Iterator[None]:
+    """Inside this block no weak-epsilon warning is repeated: the caller already warned.
+
+    A query's mechanisms check the shares of its epsilon again; the user has
+    already been told once about the query's own epsilon (one warning per query).
+    """
+    token = _EPSILON_CHECKED.set(True)
+    try:
+        yield
+    finally:
+        _EPSILON_CHECKED.reset(token)
 
 
 #: Bytes one release may allocate for arrays whose size the analyst chooses (bins, grids,

@@ -31,12 +31,13 @@ They refuse to run unless ``--public-data`` states that the file is public
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 from typing import Any
 
 from dpkit.accounting import Accountant, Budget, as_accountant
 from dpkit.accounting.registry import DatasetRegistry, ledger_directory
-from dpkit.errors import InvalidParameterError, LedgerError
+from dpkit.errors import InvalidParameterError, LedgerError, PrivacyWarning
 
 __all__ = [
     "cli_payer",
@@ -44,6 +45,8 @@ __all__ = [
     "ledger_directory",
     "open_cli_accountant",
     "require_public_data",
+    "warn_weak_budget",
+    "weak_budget_message",
 ]
 
 
@@ -107,9 +110,39 @@ def open_cli_accountant(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise LedgerError(f"cannot create the directory of the ledger {path}: {err}.") from None
-    return Accountant(
+    accountant = Accountant(
         Budget(budget, budget_delta or 0), ledger=path, dataset=identity, new_ledger=new_ledger
     )
+    warn_weak_budget(budget)
+    return accountant
+
+
+def weak_budget_message(
+    epsilon: float,
+    what: str = "--budget",
+    advice: str = "Give a smaller --budget for data whose releases are published.",
+) -> str | None:
+    """What a total budget above ε = 10 means for privacy, in CLI words (else None)."""
+    from dpkit._checks import WEAK_EPSILON
+
+    if not epsilon > WEAK_EPSILON:
+        return None
+    return (
+        f"{what} {epsilon:g} is above {WEAK_EPSILON:g}: the guarantee is weak (all the "
+        f"releases on this dataset together can change the odds of an outcome by a factor up "
+        f"to e^{epsilon:g}). {advice}"
+    )
+
+
+def warn_weak_budget(epsilon: float) -> None:
+    """One :class:`~dpkit.errors.PrivacyWarning` when a ledger is created with ε > 10.
+
+    As a query's or a grant's epsilon above 10 warns; the total is fixed when the
+    ledger is created, so this is said once, then.
+    """
+    message = weak_budget_message(epsilon)
+    if message is not None:
+        warnings.warn(message, PrivacyWarning, stacklevel=3)
 
 
 def cli_payer(

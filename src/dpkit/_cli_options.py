@@ -21,9 +21,10 @@ note on stderr and go on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,8 @@ __all__ = [
     "SEED",
     "OptionGroup",
     "choices",
+    "cli_warnings",
+    "cli_words",
     "deprecated",
     "grouped",
     "join_names",
@@ -207,3 +210,80 @@ SEED = OptionGroup(
         ),
     )
 )
+
+
+#: The library's advice in Python words and the command line's flags for it, applied in
+#: order by :func:`cli_words` to every dpkit error and warning a verb prints.
+CLI_WORDS: tuple[tuple[str, str], ...] = (
+    (r"pass bounds=\(lo, hi\) to the query", "give --bounds LO HI"),
+    (r"declare them in the schema \(Column\('[^']*', bounds=\(lo, hi\)\)\)",
+     "declare them in a --schema file"),
+    (r"pass bounds='private'", "pass --bounds private"),
+    (r"bounds='private'", "--bounds private"),
+    (r"bins= with bounds=\(lo, hi\)", "--bins N with --bounds LO HI"),
+    (r"bounds=\(lo, hi\)", "--bounds LO HI"),
+    (r"edges=\[\.\.\.\]", "--edges E0,E1,..."),
+    (r"declare it in the schema \(Column\('[^']*', domain=\[\.\.\.\]\)\)",
+     "declare it in a --schema file"),
+    (r"domain=\[\.\.\.\]", "--domain VALUE (repeatable)"),
+    (r"pass keys='private' with delta=\.\.\.", "pass --private-keys with --delta D"),
+    (r"pass keys=\[\.\.\.\]", "give --keys KEY (repeatable)"),
+    (r"keys=\[\.\.\.\]", "--keys KEY"),
+    (r"coerce=True in the schema", '"coerce": true in a --schema file'),
+    (r"declared in the schema", "declared in a --schema file"),
+    (r"declare a domain in the schema", "declare a domain in a --schema file"),
+    (r"\(infer_types=True\)", "(--infer-types)"),
+    (r"declare them with types=\{\.\.\.\} instead", "declare them with --type COLUMN=TYPE instead"),
+    (r" \(new_ledger=True\)", ""),
+    (r" \(on the command line, leave out --ledger; in Python, ledger='[^']*'\)",
+     " (leave out --ledger)"),
+    (r"Use rng=None \(the operating system's CSPRNG\)", "Leave out --seed (secure randomness)"),
+    (r"\bgroup_by\b", "--group-by"),
+    (r"\bmax_count\b", "--max-count"),
+    (r" \(command line\) or encoding='[^']*' \(Python\)", ""),
+    (r"coerce=True for it in the schema", '"coerce": true for it in a --schema file'),
+    (r"^bounds must satisfy lo < hi", "--bounds LO HI must satisfy LO < HI"),
+    (r"^bounds must be finite", "--bounds must be finite"),
+    (r"^(epsilon|delta|level|q) must be", r"--\1 must be"),
+    (r"\bin where=", "in --where"),
+    (r"cannot read the filter", "cannot read the --where filter"),
+    (r"^types declares column", "--type declares column"),
+    (r"^unknown encoding ('[^']*')", r"unknown encoding \1 for --encoding"),
+    (r"^bins must be", "--bins must be"),
+    (r"^max_contributions must be", "--max-contributions must be"),
+    (r"^grid_size must be", "--grid-size must be"),
+    (r"\bin privacy_unit;", "in --privacy-unit;"),
+    (r"^the filter on", "the --where filter on"),
+    (r"^(mode|quantile|median|min|max)\(\) needs", r"\1 needs"),
+    (r"\(a smaller epsilon\)", "(a smaller --epsilon)"),
+)  # fmt: skip
+
+
+def cli_words(message: str) -> str:
+    """``message`` with the library's Python advice (``bounds=(lo, hi)``) in CLI flags.
+
+    One translation for every verb: dpkit's errors and warnings are written for
+    the Python API; a verb prints them through this (see
+    :func:`dpkit._cli_friendly.friendly` and :func:`cli_warnings`).
+    """
+    import re
+
+    for pattern, flag in CLI_WORDS:
+        message = re.sub(pattern, flag, message)
+    return message
+
+
+@contextlib.contextmanager
+def cli_warnings() -> Iterator[None]:
+    """Warnings printed as one ``warning:`` line in CLI words: no source path, no code line."""
+    import warnings
+
+    def show(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        typer.secho(f"warning: {cli_words(str(message))}", fg=typer.colors.YELLOW, err=True)
+
+    shown = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown

@@ -116,6 +116,13 @@ _PRIVATE_KEYS = option(
     "--private-keys",
     help="Select the groups privately (partition selection; needs --delta).",
 )
+_PRIVATE_BOUNDS = option(
+    "private_bounds",
+    bool,
+    False,
+    "--private-bounds",
+    help="Find the bounds privately (spends part of --epsilon); also --bounds private.",
+)
 _KIND = inspect.Parameter(
     "kind",
     inspect.Parameter.KEYWORD_ONLY,
@@ -142,6 +149,7 @@ class QueryOptions:
     group_by: Sequence[str] | None = None
     keys: Sequence[str] | None = None
     private_keys: bool = False
+    private_bounds: bool = False
     delta: float | None = None
     level: float | None = None
     q: float | None = None
@@ -178,6 +186,11 @@ class QueryOptions:
             raise InvalidParameterError(f"{kind} needs a column.")
         if (self.keys or self.private_keys) and not self.group_by:
             raise InvalidParameterError("--keys needs --group-by.")
+        if self.bounds is not None and self.private_bounds:
+            raise InvalidParameterError("give --bounds LO HI or --bounds private, not both.")
+        if self.private_bounds and "bounds" not in PARAMETERS[kind]:
+            takers = [k for k in QUERY_KINDS if "bounds" in PARAMETERS[k]]
+            raise InvalidParameterError(f"--bounds applies to {join_names(takers)} only.")
         if self.keys and self.private_keys:
             raise InvalidParameterError("give public --keys or --private-keys, not both.")
 
@@ -205,6 +218,8 @@ class QueryOptions:
             params.pop("delta", None)  # the default, as if not given
         if self.bounds is not None:
             params["bounds"] = tuple(self.bounds)
+        elif self.private_bounds:
+            params["bounds"] = "private"
         if self.domain:
             column = self.column or ""
             params["domain"] = [_convert(v, column, kinds.get(column, "text")) for v in self.domain]
@@ -230,7 +245,7 @@ def _build(**values: Any) -> QueryOptions:
 
 #: ``KIND [COLUMN]`` and every query option, for :func:`dpkit._cli_options.grouped`.
 QUERY = OptionGroup(
-    (_KIND, _COLUMN, *SPEC_OPTIONS.values(), _PRIVATE_KEYS),
+    (_KIND, _COLUMN, *SPEC_OPTIONS.values(), _PRIVATE_KEYS, _PRIVATE_BOUNDS),
     _build,
 )
 
@@ -268,14 +283,32 @@ SOURCE = OptionGroup(
         ),
         option("privacy_unit", str | None, None, "--privacy-unit", help="Person-id column."),
         option("max_contributions", int, 1, "--max-contributions", help="Rows kept per person."),
+        option(
+            "encoding",
+            str | None,
+            None,
+            "--encoding",
+            help="The CSV file's text encoding, e.g. latin-1 (default UTF-8).",
+        ),
     )
 )
+
+
+#: The ``--where`` operators (``=`` is the deprecated spelling of ``==``).
+_OPERATORS = ("==", "!=", "<", "<=", ">", ">=")
 
 
 def _conditions(items: Sequence[str], kinds: Mapping[str, ColumnKind]) -> list[Condition]:
     """``--where`` items as conditions (each item on its own: a column may be filtered twice)."""
     out: list[Condition] = []
     for item in items:
+        written = re.search(r"[=<>!]+", item)
+        if written is not None and written.group() not in (*_OPERATORS, "="):
+            raise InvalidParameterError(
+                f"--where {item.partition(written.group())[0].strip()}{written.group()}...: "
+                f"unknown operator {written.group()!r}; use one of {', '.join(_OPERATORS)} "
+                "(e.g. --where 'age>=3')."
+            )
         # The operator is the first of these in the text, as parse_where_text reads it.
         op = next((o for o in ("!=", "<=", ">=", "==", "=", "<", ">") if o in item), None)
         if op == "=":
@@ -343,7 +376,7 @@ def kinds_of_types(types: Mapping[str, str]) -> dict[str, ColumnKind]:
 
 
 class QueryCommand(TyperCommand):
-    """A query verb: reads the old ``--bounds LO,HI`` (one token) for one more release."""
+    """A query verb: reads ``--bounds private`` and the old ``--bounds LO,HI`` (one token)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return super().parse_args(ctx, _old_bounds(list(args)))
@@ -354,6 +387,12 @@ def _old_bounds(args: list[str]) -> list[str]:
     i = 0
     while i < len(args):
         arg = args[i]
+        if arg in ("--bounds", "--bounds=private") and (
+            arg == "--bounds=private" or (i + 1 < len(args) and args[i + 1] == "private")
+        ):
+            out.append("--private-bounds")
+            i += 1 if arg == "--bounds=private" else 2
+            continue
         if arg == "--bounds" and i + 1 < len(args) and "," in args[i + 1]:
             lo, _, hi = args[i + 1].partition(",")
             deprecated(f"--bounds {args[i + 1]}", f"--bounds {lo.strip()} {hi.strip()}")

@@ -98,9 +98,17 @@ _PUBLISHER_OPTIONS = OptionGroup(
 @_friendly
 @grouped(bins=_UNIT_BINS, options=_PUBLISHER_OPTIONS, seed=SEED, ledger=LEDGER, output=OUTPUT)
 def histogram(
-    table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
+    table: Path = typer.Argument(..., help="A CSV or Parquet file.", exists=True, dir_okay=False),
     column: str = typer.Argument(..., help="The numeric column to histogram."),
-    method: str = typer.Option("structure_first", help=choices(PUBLISHERS_1D)),
+    types: list[str] | None = typer.Option(
+        None,
+        "--type",
+        help="Declared type of the column, COLUMN=TYPE, e.g. age=DOUBLE (required; a numeric type).",
+    ),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", help="The CSV file's text encoding, e.g. latin-1 (default UTF-8)."
+    ),
+    method: str = typer.Option("auto", help=choices(PUBLISHERS_1D)),
     epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
     bins: Any = None,
     options: Any = None,
@@ -109,12 +117,15 @@ def histogram(
     ledger: Any = None,
     output: Any = None,
 ) -> None:
-    """Publish a DP histogram of a CSV column over public bins (paid from the file's ledger)."""
+    """Publish a DP histogram of a CSV or Parquet column over public bins (paid from the file's ledger)."""
     from dpkit.histograms._cli import histogram_command
+    from dpkit.tables._cli import declared_types
 
+    declared = declared_types(types) or {}
     histogram_command(
-        table, column, method, epsilon, **bins, **options, plot=plot, **seed, **ledger, **output
-    )
+        table, column, method, epsilon, **bins, **options, plot=plot,
+        column_type=declared.get(column), encoding=encoding, **seed, **ledger, **output,
+    )  # fmt: skip
 
 
 @app.command()
@@ -151,19 +162,75 @@ def histogram2d(
     )
 
 
+@app.command("inspect")
+@_friendly
+def inspect_file(
+    table: Path = typer.Argument(
+        ..., help="A CSV or Parquet file.", exists=True, dir_okay=False, readable=True
+    ),
+    types: list[str] | None = typer.Option(
+        None, "--type", help="Declared column type COLUMN=TYPE (repeatable), e.g. age=DOUBLE."
+    ),
+    bounds: list[str] | None = typer.Option(
+        None, "--bounds", help="Declared bounds COLUMN=LO,HI (repeatable), e.g. age=0,120."
+    ),
+    domains: list[str] | None = typer.Option(
+        None, "--domain", help="Declared categories COLUMN=A,B,... (repeatable)."
+    ),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", help="The CSV file's text encoding, e.g. latin-1 (default UTF-8)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """For the data owner, NOT private: what the declared types make of a file's rows.
+
+    Counts, per column, missing values, values that do not parse as the declared
+    type (queries read them as missing), values outside --bounds and outside
+    --domain; finds ragged rows and encoding problems; lists undeclared columns
+    with the type --infer-types would take. Nothing is charged. Never share the
+    output with analysts. Exit code 0: no problems; 1: problems listed.
+    """
+    from dpkit.tables._cli_inspect import inspect_command
+
+    raise typer.Exit(inspect_command(table, types, bounds, domains, encoding, as_json))
+
+
+def _refuse_data_file(ledger: Path) -> None:
+    """A data file given where its ledger belongs: name the ledger instead of calling it corrupt."""
+    from dpkit._cli_budget import default_ledger
+    from dpkit.errors import InvalidParameterError
+
+    if ledger.suffix.lower() not in {".csv", ".tsv", ".txt", ".parquet", ".json"}:
+        return
+    own = default_ledger(ledger)
+    hint = f"its default ledger is {own}" if own.exists() else "it has no default ledger yet"
+    raise InvalidParameterError(
+        f"{ledger.name} looks like a data file, not a ledger: dpkit budget reads the ledger a "
+        f"command spends from ({hint}; a --ledger PATH given to dpkit query is used as is)."
+    )
+
+
 @app.command()
 @_friendly
 def budget(
     ledger: Path = typer.Argument(..., help="A dpkit ledger file.", exists=True, dir_okay=False),
+    plot: Path | None = typer.Option(
+        None, help="Also save a chart of the budget spent over time (PNG, SVG, PDF)."
+    ),
 ) -> None:
     """Show a ledger's budget, what was spent on what, and what is left."""
     from rich.console import Console
     from rich.table import Table
 
+    from dpkit._cli_output import PLOT_SUFFIXES, check_output
     from dpkit.accounting import Accountant
 
+    check_output(plot, "--plot", PLOT_SUFFIXES)
+    _refuse_data_file(ledger)
     accountant = Accountant.from_ledger(ledger)
     try:
+        if plot is not None:
+            _save_budget_plot(accountant, plot)
         table = Table(title=f"ledger {ledger.name}: budget {accountant.budget}")
         table.add_column("#", justify="right")
         table.add_column("when (UTC)")
@@ -181,8 +248,32 @@ def budget(
         if accountant.dataset is not None:
             console.print(f"guards the dataset: {accountant.dataset}", highlight=False)
         console.print(f"spent: {accountant.spent}; remaining: {accountant.remaining}")
+        _warn_weak_ledger(accountant.budget.epsilon)
+        if plot is not None:
+            console.print(f"chart of the budget over time written to {plot}", highlight=False)
     finally:
         accountant.close()
+
+
+def _warn_weak_ledger(epsilon: float) -> None:
+    """``dpkit budget`` on a ledger whose total ε is above 10 says so (on stderr)."""
+    from dpkit._cli_budget import weak_budget_message
+
+    weak = weak_budget_message(
+        epsilon,
+        "this ledger's budget ε =",
+        "A ledger's budget cannot be lowered: what it pays for is only weakly protected.",
+    )
+    if weak is not None:
+        typer.secho(f"warning: {weak}", fg=typer.colors.YELLOW, err=True)
+
+
+def _save_budget_plot(accountant: Any, plot: Path) -> None:
+    from dpkit._cli_output import atomic_write
+    from dpkit.accounting import plot_budget
+
+    figure = plot_budget(accountant)  # an empty ledger says so here, before anything is printed
+    atomic_write(plot, lambda p: figure.savefig(p, dpi=100, format=plot.suffix.lstrip(".").lower()))
 
 
 @app.command(cls=QueryCommand)
@@ -240,7 +331,17 @@ def reproduce_regression_paper(
 
 
 survey_app = typer.Typer(
-    help="Local-DP surveys: respondents randomise their own answers.", no_args_is_help=True
+    help=(
+        "Local-DP surveys: respondents randomise their own answers.\n\n"
+        'The survey file (JSON) declares each question\'s "name", "kind" and "epsilon": '
+        '"yes_no"; "one_of" with its answers under "categories" (a list of at least two); '
+        '"number" with "bounds" (a list of two numbers, low and high). Example: '
+        '{"questions": [{"name": "smokes", "kind": "yes_no", "epsilon": 1.0}, '
+        '{"name": "region", "kind": "one_of", "epsilon": 1.0, "categories": ["north", "south"]}, '
+        '{"name": "age", "kind": "number", "epsilon": 1.0, "bounds": [0, 100]}]}. '
+        "See docs/local.md."
+    ),
+    no_args_is_help=True,
 )
 app.add_typer(survey_app, name="survey")
 
@@ -249,7 +350,10 @@ app.add_typer(survey_app, name="survey")
 @_friendly
 def survey_simulate(
     spec: Path = typer.Argument(
-        ..., help="The survey declaration (JSON).", exists=True, dir_okay=False
+        ...,
+        help='The survey declaration (JSON; "categories" for one_of, "bounds" for number).',
+        exists=True,
+        dir_okay=False,
     ),
     n: int = typer.Option(10_000, "--n", help="Respondents to simulate."),
     out: Path = typer.Option(..., "--out", help="Where to write their reports (CSV)."),
@@ -272,7 +376,10 @@ def survey_estimate(
         ..., help="Collected reports (CSV).", exists=True, dir_okay=False
     ),
     spec: Path = typer.Argument(
-        ..., help="The survey declaration (JSON).", exists=True, dir_okay=False
+        ...,
+        help='The survey declaration (JSON; "categories" for one_of, "bounds" for number).',
+        exists=True,
+        dir_okay=False,
     ),
     level: float = typer.Option(0.95, help="Confidence level of the intervals."),
     plot: Path | None = typer.Option(None, help="Save a plot of the estimates (PNG, SVG, PDF)."),

@@ -275,7 +275,7 @@ def test_the_cli_runs_every_registered_name(table: Path) -> None:
     for name in PUBLISHERS_1D:
         h = histogram_command(
             table, "age", name, 1.0, bounds=(0, 90), units=9, max_count=200, seed=1,
-            console=Console(record=True), accountant=payer,
+            console=Console(record=True), accountant=payer, column_type="DOUBLE",
         )  # fmt: skip
         assert isinstance(h, histograms.PublishedHistogram) and h.n_units == 9, name
     for name in PUBLISHERS_2D:

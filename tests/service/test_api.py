@@ -139,6 +139,8 @@ def test_dry_run_costs_without_charging(http: TestClient, demo: Any) -> None:
     ).json()
     assert body["epsilon"] == 0.1 and body["affordable"] is True and "mean" in body["label"]
     assert body["remaining"]["epsilon"] == 1.0
+    bar = body["expected_error"]  # the error bar, said before spending (public parameters only)
+    assert bar["per_row"] > 0 and bar["level"] == 0.95 and "/n for n rows (95%)" in bar["text"]
 
 
 def test_twin_is_free_and_marked(http: TestClient, demo: Any) -> None:

@@ -57,6 +57,7 @@ from tests.tables._neighbours import (
     SCHEMA,
     Options,
     Pair,
+    additive_interval,
     neighbours,
     public_details,
     write_csv,
@@ -585,15 +586,18 @@ def _numbers(v: Any) -> np.ndarray:
     return np.array([number(v)])
 
 
-def _half_width(value: Any, ci: Any) -> Any:
-    """``hi - value`` of an additive interval (its lower end may be clipped at 0)."""
+def _half_width(value: Any, ci: Any, half_width: Any) -> Any:
+    """An additive interval's public part: it follows from the value and ``h`` (counts: at 0)."""
     if not isinstance(ci, list) or len(ci) != 2:
         return None
     try:
-        width = _numbers(ci[1]) - _numbers(value)
+        value_n, lo, hi = _numbers(value), _numbers(ci[0]), _numbers(ci[1])
     except (TypeError, ValueError):
         return "not numbers"
-    return ["nan" if math.isnan(w) else round(float(w), 9) for w in width]
+    view = additive_interval(value_n, (lo, hi), half_width)
+    if isinstance(view, tuple):
+        return view
+    return ["nan" if math.isnan(w) else w for w in view]
 
 
 def release_view(release: Mapping[str, Any], opts: Options) -> dict[str, Any]:
@@ -610,9 +614,11 @@ def release_view(release: Mapping[str, Any], opts: Options) -> dict[str, Any]:
             out[k] = v
     additive = opts.additive and not opts.private_bounds
     value, ci = release.get("value"), release.get("ci")
+    details = release.get("details")
+    h = details.get("half_width") if isinstance(details, dict) else None
     if release.get("type") == "grouped" and isinstance(value, list) and isinstance(ci, list):
         per_key = [
-            repr((_shape(v), c is None, _half_width(v, c) if additive else None))
+            repr((_shape(v), c is None, _half_width(v, c, h) if additive else None))
             for v, c in zip(value, ci, strict=False)
         ]
         if opts.private_keys:
@@ -625,7 +631,7 @@ def release_view(release: Mapping[str, Any], opts: Options) -> dict[str, Any]:
         out["value"] = _shape(value)
         out["ci"] = _shape(ci)
         if additive:
-            out["ci_half_width"] = _half_width(value, ci)
+            out["ci_half_width"] = _half_width(value, ci, h)
     return out
 
 
@@ -664,7 +670,11 @@ def response_view(
     return {
         "status": response.status_code,
         "headers": {
-            k: v for k, v in sorted(response.headers.items()) if k not in UNCOMPARED_HEADERS
+            # Retry-After counts seconds of wall clock from each service's own request: its
+            # presence is compared, its value (a rounding of two different instants) is not.
+            k: ("present" if k == "retry-after" else v)
+            for k, v in sorted(response.headers.items())
+            if k not in UNCOMPARED_HEADERS
         },
         "body": body_view(body, opts, chosen),
     }

@@ -312,7 +312,12 @@ def test_basic_accessibility(page: Page, service: tuple[str, dict[str, str]]) ->
     }"""
     )
     assert problems == []
-    assert page.locator("[role=alert]").count() == 1
+    # Two alert regions: the page's (key, dataset) and the query form's, beside Run.
+    alerts = page.locator("[role=alert]")
+    assert [alerts.nth(i).get_attribute("id") for i in range(alerts.count())] == [
+        "alert",
+        "run-alert",
+    ]
     assert page.get_attribute("#result", "aria-live") == "polite"
     assert page.get_attribute("#budget-meter", "max") is not None
     skip_target = page.get_attribute(".skip-link", "href")
@@ -399,3 +404,176 @@ def test_the_api_reference_renders_offline_under_the_csp(
     context.close()
     assert problems == []
     assert [u for u in requested if not u.startswith((base, "data:"))] == []
+
+
+# -- issue 28: a refused query, the budget, a median's error, what ε means ---------------------
+
+
+def test_refused_query_alert_is_next_to_run_focused_and_announced(
+    page: Page, service: tuple[str, dict[str, str]]
+) -> None:
+    """Keyboard only: a run the service refuses (bob's budget was spent elsewhere since the
+    page loaded) shows its alert beside Run, takes the focus, and is an alert in the
+    accessibility tree; then Run is off, with the reason beside it."""
+    base, keys = service
+    _tab_to(page, "api-key")
+    page.keyboard.insert_text(keys["bob"])
+    page.keyboard.press("Enter")
+    expect(page.locator("#dataset")).to_have_value("patients")
+    expect(page.locator("#run-button")).to_be_enabled()
+    # Another tab spends ε 0.3 of bob's 0.5: this page still shows ε 0.50 left.
+    spent = httpx.post(
+        f"{base}/api/v1/datasets/patients/query",
+        headers={"Authorization": f"Bearer {keys['bob']}"},
+        json={"query": {"kind": "count", "epsilon": 0.3}},
+    )
+    assert spent.status_code == 200, spent.text
+    _tab_to(page, "epsilon")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0.4")
+    expect(page.locator("#run-button")).to_be_enabled()
+    with page.expect_response(re.compile(r"/query$")) as answer:
+        page.keyboard.press("Enter")
+    assert answer.value.status >= 400
+    code = answer.value.json()["error"]["code"]
+
+    alert = page.locator("#run-alert")
+    expect(alert).to_be_focused()
+    expect(alert).to_contain_text(code)
+    expect(page.locator("#alert")).to_be_empty()  # not at the top of the page
+    expect(alert).to_match_aria_snapshot(f"- alert:\n  - strong: Error ({code})")
+    expect(page.get_by_role("alert").filter(has_text=code)).to_have_attribute("id", "run-alert")
+    run_box = page.locator("#run-button").bounding_box()
+    alert_box = alert.bounding_box()
+    assert run_box and alert_box
+    assert 0 <= alert_box["y"] - (run_box["y"] + run_box["height"]) < 120  # right under Run
+
+    # The budget was read again: 0.2 left cannot pay 0.4, so Run is off and says why.
+    expect(page.locator("#budget-text")).to_contain_text("ε 0.20 of 0.50 left")
+    expect(page.locator("#run-button")).to_be_disabled()
+    expect(page.locator("#run-reason")).to_have_text(
+        "Run is off: ε 0.40 is more than the ε 0.20 your budget has left. "
+        "Lower ε to at most 0.20, or try the synthetic twin (free)."
+    )
+    page.keyboard.press("Shift+Tab")  # back from the alert, keyboard only
+    _tab_to(page, "epsilon")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0.2")
+    expect(page.locator("#run-button")).to_be_enabled()
+    expect(page.locator("#run-reason")).to_be_empty()
+    page.check("#twin")  # the twin is free: it always runs
+    page.fill("#epsilon", "0.4")
+    expect(page.locator("#run-button")).to_be_enabled()
+
+
+def test_cost_line_goes_when_it_is_out_of_date(
+    page: Page, service: tuple[str, dict[str, str]]
+) -> None:
+    """The dry run's line (cost and budget left) is cleared by a run and by a changed query;
+    the ε field says what ε means for one person."""
+    _use_key(page, service[1]["alice"])
+    hint = page.locator("#epsilon-hint")
+    expect(hint).to_contain_text("any one person")
+    expect(hint).to_contain_text("With ε 0.10: at most 1.105 times as likely.")
+    page.fill("#epsilon", "0.05")
+    expect(hint).to_contain_text("With ε 0.05: at most 1.051 times as likely.")
+    page.click("#cost-button")
+    expect(page.locator("#cost-result")).to_contain_text("This query costs ε 0.05")
+    _run(page)
+    expect(page.locator("#cost-result")).to_be_empty()
+    page.click("#cost-button")
+    expect(page.locator("#cost-result")).to_contain_text("This query costs ε 0.05")
+    page.fill("#epsilon", "0.02")
+    expect(page.locator("#cost-result")).to_be_empty()
+    page.fill("#epsilon", "50")
+    expect(page.locator("#run-button")).to_be_disabled()
+    expect(page.locator("#run-reason")).to_contain_text("Run is off: ε 50.00 is more than")
+
+
+def test_median_shows_its_rank_error(page: Page, service: tuple[str, dict[str, str]]) -> None:
+    """A median has no interval: the page states its rank error (as the CLI does), not
+    "none" beside a promise of 95% coverage."""
+    _use_key(page, service[1]["alice"])
+    page.select_option("#kind", "median")
+    page.fill("#epsilon", "0.05")
+    with page.expect_response(re.compile(r"/api/v1/datasets/patients/query$")) as answer:
+        page.click("#run-button")
+    details = answer.value.json()["release"]["details"]
+    rows = round(details["rank_error"])
+    result = page.locator("#result")
+    expect(page.locator("#answer-rank-error")).to_contain_text(f"at most {rows:,} rows (grid step")
+    expect(result).to_contain_text("Rank error (95%)")
+    expect(result).not_to_contain_text("none for this statistic")
+    expect(result).not_to_contain_text("interval covers")
+    expect(result.locator(".hint")).to_contain_text(f"the rank error is at most {rows:,} rows")
+
+
+def _dry_run(base: str, key: str, query: dict[str, Any]) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{base}/api/v1/datasets/patients/dry-run",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"query": query},
+    )
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def test_the_epsilon_field_states_the_error_bar_before_spending(
+    page: Page, service: tuple[str, dict[str, str]]
+) -> None:
+    """Beside ε, the answer's error bar from the dry run (public parameters only), updated as
+    the query changes; under the cost line too; nothing is spent to see it."""
+    base, keys = service
+    _use_key(page, keys["alice"])
+    before = _meter(page)
+    bar = page.locator("#expected-error")
+    page.fill("#bound-lo", "0")
+    page.fill("#bound-hi", "120")
+    mean = {"kind": "mean", "column": "age", "epsilon": 0.1, "bounds": [0, 120]}
+    said = _dry_run(base, keys["alice"], mean)["expected_error"]
+    assert "/n for n rows (95%)" in said["text"]
+    expect(bar).to_have_text(f"Expected error at this ε, before spending: {said['text']}.")
+    page.select_option("#kind", "count")
+    count = _dry_run(base, keys["alice"], {"kind": "count", "epsilon": 0.1})["expected_error"]
+    expect(bar).to_have_text(f"Expected error at this ε, before spending: {count['text']}.")
+    page.fill("#epsilon", "1")  # ten times the ε: a tenth of the noise
+    tighter = _dry_run(base, keys["alice"], {"kind": "count", "epsilon": 1.0})["expected_error"]
+    assert tighter["half_width"] < count["half_width"] / 5
+    expect(bar).to_have_text(f"Expected error at this ε, before spending: {tighter['text']}.")
+    expect(page.locator("#epsilon")).to_have_attribute(
+        "aria-describedby", "epsilon-hint expected-error"
+    )
+    page.click("#cost-button")
+    expect(page.locator("#cost-result")).to_contain_text(f"Expected error: {tighter['text']}")
+    page.fill("#epsilon", "")  # incomplete: no bar, and no alert while typing
+    expect(bar).to_be_empty()
+    expect(page.locator("#run-alert")).to_be_empty()
+    expect(page.locator("#epsilon")).not_to_have_attribute("aria-invalid", "true")
+    _screenshot(page, "service-expected-error.png")
+    assert _meter(page) == before  # seeing the bar spent nothing
+
+
+def test_a_later_run_clears_the_alert_beside_run(
+    page: Page, service: tuple[str, dict[str, str]]
+) -> None:
+    """Keyboard only: a query the page refuses (bounds the wrong way round) alerts beside Run
+    and marks the field; once fixed, a run (on the free twin) clears the alert."""
+    _use_key(page, service[1]["alice"])
+    page.fill("#bound-lo", "50")
+    page.fill("#bound-hi", "10")
+    _tab_to(page, "run-button")
+    page.keyboard.press("Enter")
+    alert = page.locator("#run-alert")
+    expect(alert).to_contain_text("The lower bound must be below the upper bound.")
+    expect(page.locator("#bound-lo")).to_be_focused()
+    expect(page.locator("#bound-lo")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#alert")).to_be_empty()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0")
+    page.check("#twin")
+    with page.expect_response(re.compile(r"/query$")) as answer:
+        page.click("#run-button")
+    assert answer.value.ok
+    expect(alert).to_be_empty()
+    expect(page.locator("#result")).to_contain_text("Synthetic twin")

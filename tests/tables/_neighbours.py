@@ -225,12 +225,33 @@ def _value_shape(v: Any) -> Any:
     return type(v).__name__
 
 
-def _upper_half_width(value: Any, ci: Any) -> Any:
-    """``hi - value``: the public half-width of an additive interval (lo may be clipped at 0)."""
+def additive_interval(value: Any, ci: Any, half_width: Any) -> Any:
+    """What is public about an additive interval: that it follows from the value and ``h``.
+
+    An additive release of a noisy ``x`` is ``value = x`` with ``ci = x ± h``,
+    or, for counts (never negative, issue 28), ``value = max(x, 0)`` with
+    ``ci = (max(x - h, 0), max(x + h, 0))``. Both are functions of the noisy
+    value and the public ``h`` (``details["half_width"]``, compared on its
+    own). If every element follows that rule the view is the rule and ``h``;
+    otherwise it is the raw ``hi - value`` (which then differs between
+    neighbours whenever the interval carries information about the data).
+    """
     if ci is None:
         return None
+    v = np.asarray(value, dtype=np.float64)
+    lo = np.asarray(ci[0], dtype=np.float64)
     hi = np.asarray(ci[1], dtype=np.float64)
-    return np.round(hi - np.asarray(value, dtype=np.float64), 9).tolist()
+    if isinstance(half_width, int | float) and math.isfinite(half_width):
+        h = float(half_width)
+
+        def close(a: Any, b: Any) -> Any:
+            return np.isclose(a, b, rtol=1e-12, atol=1e-9)
+
+        plain = close(hi - v, h) & (close(lo, v - h) | close(lo, np.maximum(v - h, 0.0)))
+        at_zero = (v == 0) & (lo == 0) & (hi >= 0) & (hi < h)
+        if bool(np.all(plain | at_zero)):
+            return ("value ± half_width, within the statistic's range", round(h, 9))
+    return np.round(hi - v, 9).tolist()
 
 
 def _release_view(r: Any, opts: Options) -> dict[str, Any]:
@@ -244,6 +265,7 @@ def _release_view(r: Any, opts: Options) -> dict[str, Any]:
         "privacy": r.privacy,  # the whole report: a function of public input only
         "details": public_details(r.details, opts),
     }
+    h = r.details.get("half_width")
     if isinstance(r, GroupedRelease):
         view["group_by"] = r.group_by
         view["keys"] = "<noisy>" if opts.private_keys else r.keys
@@ -251,7 +273,9 @@ def _release_view(r: Any, opts: Options) -> dict[str, Any]:
             view["values"] = {k: _value_shape(r.value[k]) for k in r.keys}
             view["ci_none"] = {k: r.ci[k] is None for k in r.keys}
             if opts.additive and not opts.private_bounds:
-                view["ci_half_width"] = {k: _upper_half_width(r.value[k], r.ci[k]) for k in r.keys}
+                view["ci_half_width"] = {
+                    k: additive_interval(r.value[k], r.ci[k], h) for k in r.keys
+                }
         else:
             # Released keys differ only through noise; what is public about each must not
             # depend on the key or the data (checked when both sides released some key).
@@ -259,14 +283,14 @@ def _release_view(r: Any, opts: Options) -> dict[str, Any]:
             for k in r.keys:
                 width = None
                 if opts.additive and not opts.private_bounds:
-                    width = _upper_half_width(r.value[k], r.ci[k])
+                    width = additive_interval(r.value[k], r.ci[k], h)
                 per_key.add(repr((width, _value_shape(r.value[k]), r.ci[k] is None)))
             view["per_key_public"] = sorted(per_key)
     elif isinstance(r, Release):
         view["value"] = _value_shape(r.value)
         view["ci_none"] = r.ci is None
         if opts.additive and not opts.private_bounds:
-            view["ci_half_width"] = _upper_half_width(r.value, r.ci)
+            view["ci_half_width"] = additive_interval(r.value, r.ci, h)
     return view
 
 

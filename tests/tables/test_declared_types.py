@@ -130,6 +130,27 @@ def _duckdb(rows: list[dict[str, Any]], hostile: bool, tmp: Path, types: Any = T
     return Session.from_duckdb("t", connection=con, types=types, epsilon=100.0, rng=SEED)
 
 
+def _polars_lazy(
+    rows: list[dict[str, Any]], hostile: bool, tmp: Path, types: Any = TYPES
+) -> Session:
+    import polars as pl
+
+    table = _text_table(rows) if hostile else pa.Table.from_pandas(_typed_frame(rows))
+    lazy = pl.from_arrow(table).lazy().select(list(TYPES))  # type: ignore[union-attr]
+    return Session.from_polars(lazy, types=types, epsilon=100.0, rng=SEED)
+
+
+def _duckdb_query(
+    rows: list[dict[str, Any]], hostile: bool, tmp: Path, types: Any = TYPES
+) -> Session:
+    table = _text_table(rows) if hostile else pa.Table.from_pandas(_typed_frame(rows))
+    con = connect()
+    con.register("source", table)
+    con.execute("CREATE TABLE t AS SELECT * FROM source")
+    query = "SELECT * FROM t WHERE true"
+    return Session.from_duckdb(query, connection=con, types=types, epsilon=100.0, rng=SEED)
+
+
 def _sqlite_value(v: Any) -> Any:
     if isinstance(v, dt.date):
         return v.isoformat()
@@ -156,7 +177,9 @@ SOURCES = {
     "parquet": _parquet,
     "arrow": _arrow,
     "polars": _polars,
+    "polars-lazy": _polars_lazy,
     "duckdb": _duckdb,
+    "duckdb-query": _duckdb_query,
     "sqlite": _sqlite,
 }
 

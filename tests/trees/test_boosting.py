@@ -147,6 +147,40 @@ def test_the_fit_charges_the_accountant_and_a_refused_fit_costs_nothing() -> Non
     assert (acc.spent.epsilon, acc.spent.delta) == spent
 
 
+def test_a_pure_epsilon_session_is_told_that_delta_0_gives_pure_epsilon() -> None:
+    """A delta = 0 session refuses the default (zCDP, delta 1e-6) fit and says how to fit."""
+    import dpkit
+
+    X, y = _binary(300)
+    session = dpkit.Session.from_pandas(
+        pd.DataFrame({"x": [1.0]}), types={"x": "float"}, epsilon=2.0
+    )
+    for estimator in (DPGradientBoostingClassifier, DPGradientBoostingRegressor):
+        extra = {"classes": [0, 1]} if estimator is DPGradientBoostingClassifier else {}
+        if estimator is DPGradientBoostingRegressor:
+            extra = {"target_bounds": (0.0, 1.0)}
+        model = estimator(
+            epsilon=0.5,
+            bounds=BOUNDS,
+            domains=DOMAINS,
+            random_state=0,
+            accountant=session,
+            max_iter=2,
+            max_leaf_nodes=2,
+            **extra,
+        )
+        before = session.spent.epsilon
+        with pytest.raises(BudgetExceededError) as refused:
+            model.fit(X, y)
+        message = str(refused.value)
+        assert "delta short" in message
+        assert f"pass delta=0 to the estimator ({estimator.__name__}(delta=0, ...))" in message
+        assert "pure epsilon-DP" in message
+        assert session.spent.epsilon == before  # refused: nothing charged
+        model.set_params(delta=0).fit(X, y)  # the advice works
+        assert model.privacy_.delta == 0.0
+
+
 def test_the_privacy_report_adds_up() -> None:
     X, y = _binary(1000)
     zcdp = DPGradientBoostingClassifier(

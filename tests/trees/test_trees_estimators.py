@@ -41,8 +41,8 @@ CHECK_INSTANCES = [
 # that are not numbers count as missing and their rows are left out.
 EXPECTED_FAILURES = {
     "check_dtype_object": "entries that are not numbers leave their row out, not refused",
-    "check_supervised_y_no_nan": "NaN targets leave their row out; infinite ones are clipped",
-    "check_estimators_nan_inf": "fit leaves rows with NaN out and clips infinities",
+    "check_supervised_y_no_nan": "NaN and infinite targets are missing: their row is left out",
+    "check_estimators_nan_inf": "fit treats NaN and infinities as missing (never refuses)",
 }
 
 
@@ -95,7 +95,7 @@ def test_error_messages_reveal_no_values() -> None:
     model.fit(frame, [0.1, 0.2, 0.3])  # the undeclared value's row is left out: no error
     DPDecisionTreeRegressor(bounds=(0, 1), target_bounds=(0, 1), random_state=0).fit(
         [[0.5], [0.25]], [0.1, 123.456e300 * 1e10]
-    )  # an infinite target is clipped to target_bounds like any other
+    )  # an infinite target is missing (docs/queries.md): its row is left out, no error
     with pytest.raises(DataError) as info:  # a shape error: scikit-learn's message prints X
         DPDecisionTreeRegressor(bounds=(0, 1), target_bounds=(0, 1)).fit(
             np.array([0.314159, 0.2]), [0.1, 0.2]

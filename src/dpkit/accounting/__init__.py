@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 from dpkit._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from dpkit.accounting.accountant import Accountant, ChargeRecord, ParallelScope, Part
+    from dpkit.accounting.accountant import (
+        Accountant,
+        ChargeRecord,
+        ParallelScope,
+        Part,
+        RefusalRecord,
+    )
     from dpkit.accounting.budget import Budget
     from dpkit.accounting.charging import as_accountant, charge_and_run
     from dpkit.accounting.composition import (
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
         zcdp_to_dp,
         zcdp_to_dp_simple,
     )
+    from dpkit.accounting.plot import plot_budget
 
 __all__ = [
     "COMPOSITION_RULES",
@@ -34,6 +41,7 @@ __all__ = [
     "ChargeRecord",
     "ParallelScope",
     "Part",
+    "RefusalRecord",
     "advanced_composition",
     "as_accountant",
     "basic_composition",
@@ -42,6 +50,7 @@ __all__ = [
     "drv_composition",
     "largest_rho",
     "parallel_composition",
+    "plot_budget",
     "tightest_composition",
     "zcdp_composition",
     "zcdp_to_dp",
@@ -57,6 +66,7 @@ __getattr__, __dir__ = lazy_exports(
         "ChargeRecord": "dpkit.accounting.accountant",
         "ParallelScope": "dpkit.accounting.accountant",
         "Part": "dpkit.accounting.accountant",
+        "RefusalRecord": "dpkit.accounting.accountant",
         "advanced_composition": "dpkit.accounting.composition",
         "as_accountant": "dpkit.accounting.charging",
         "basic_composition": "dpkit.accounting.composition",
@@ -65,6 +75,7 @@ __getattr__, __dir__ = lazy_exports(
         "drv_composition": "dpkit.accounting.composition",
         "largest_rho": "dpkit.accounting.composition",
         "parallel_composition": "dpkit.accounting.composition",
+        "plot_budget": "dpkit.accounting.plot",
         "tightest_composition": "dpkit.accounting.composition",
         "zcdp_composition": "dpkit.accounting.composition",
         "zcdp_to_dp": "dpkit.accounting.composition",

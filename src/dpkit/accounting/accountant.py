@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -14,10 +16,26 @@ from typing import Literal
 
 from dpkit.accounting.budget import Amount, Budget
 from dpkit.accounting.composition import _Rule, _Totals, parallel_composition
-from dpkit.accounting.ledger import Ledger, Level, NewRow, Row, SqliteLedger, open_ledger
+from dpkit.accounting.ledger import (
+    Ledger,
+    Level,
+    MemoryLedger,
+    NewRow,
+    Row,
+    SqliteLedger,
+    open_ledger,
+)
 from dpkit.errors import BudgetExceededError, InvalidParameterError, LedgerCorruptError
 
 Composition = Literal["basic", "zcdp", "tightest"]
+
+#: How many refusals an accountant object remembers (:attr:`Accountant.refusals`).
+MAX_REFUSALS = 1000
+
+# Logs only what the analyst already sees: a ledger's place and budget, a
+# charge's label and cost, a refusal's message. Never data. Silent unless the
+# application configures logging (dpkit's root logger has a NullHandler).
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,23 @@ class ChargeRecord:
     cost: Budget
     timestamp: datetime
     scopes: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class RefusalRecord:
+    """A charge this accountant refused (kept in memory only: ledgers record charges).
+
+    Attributes:
+        label: what the analyst called the release (public).
+        cost: the privacy amount that was asked for and not charged.
+        after: the id of the last charge in the ledger when it was refused (0: none).
+        timestamp: when it was refused (UTC).
+    """
+
+    label: str
+    cost: Budget
+    after: int
+    timestamp: datetime
 
 
 # ---------------------------------------------------------------------------------
@@ -246,6 +281,8 @@ class Accountant:
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._state = _State()
+        # bounded: a long-lived accountant (the service's) must not grow with refused requests
+        self._refusals: deque[RefusalRecord] = deque(maxlen=MAX_REFUSALS)
         if not isinstance(new_ledger, bool):
             raise InvalidParameterError("new_ledger must be True or False.")
         self._ledger: Ledger = open_ledger(
@@ -257,6 +294,14 @@ class Accountant:
         except BaseException:
             self._ledger.close()
             raise
+        _logger.info(
+            "ledger opened: %s, budget %s, composition %s, %d charge(s) so far",
+            self._ledger.path
+            or ("memory" if isinstance(self._ledger, MemoryLedger) else self._ledger),
+            total,
+            composition,
+            len(self._state.records),
+        )
 
     @classmethod
     def from_ledger(cls, path: str | os.PathLike[str], *, timeout: float = 30.0) -> Accountant:
@@ -344,6 +389,29 @@ class Accountant:
             self._sync()
             return tuple(self._state.records)
 
+    def spent_over_time(self) -> tuple[tuple[ChargeRecord, Budget], ...]:
+        """Each charge in the ledger, oldest first, with the certified total spent after it.
+
+        The totals are :attr:`spent` replayed one charge at a time (parallel
+        scopes and the composition rule included), for a budget-over-time chart.
+        """
+        with self._lock:
+            rows = self._ledger.read(0)
+        state, out = _State(), []
+        for row in rows:
+            state.ingest([row])
+            out.append((state.records[-1], self._rule.spent(state.root.totals)))
+        return tuple(out)
+
+    @property
+    def refusals(self) -> tuple[RefusalRecord, ...]:
+        """The charges this accountant object refused, oldest first.
+
+        Kept in memory (the last :data:`MAX_REFUSALS`), not in the ledger.
+        """
+        with self._lock:
+            return tuple(self._refusals)
+
     # --- charging -----------------------------------------------------------------
     def _precheck(self, cost: Budget) -> None:
         if self._rule.name == "zcdp" and cost.rho_exact is None:
@@ -384,9 +452,16 @@ class Accountant:
             with self._ledger.write(self._state.last_id) as txn:
                 self._state.ingest(txn.new_rows)
                 if not self._rule.admits(self._state.preview(path, item)):
-                    raise self._refusal(label, item, where)
+                    refusal = self._refusal(label, item, where)
+                    _logger.warning("charge refused: %s", refusal)
+                    self._refusals.append(
+                        RefusalRecord(label, item, self._state.last_id, datetime.now(UTC))
+                    )
+                    raise refusal
                 written = txn.append(rows)
             self._state.ingest(written)
+            for row in written:
+                _logger.info("charged %r: %s", row.label, row.cost)
             # ingest appended them last, in id order, under the same lock
             return self._state.records[-len(written) :]
 

@@ -41,8 +41,8 @@ def _exact_amount(value: object, name: str, *, delta: bool = False) -> Fraction:
 
 
 def _fmt(q: Fraction) -> str:
-    """Short human form of an exact amount: integers as such, the rest as a float."""
-    if q.denominator == 1:
+    """Short human form of an exact amount: integers as such, the rest (and huge ones) as a float."""
+    if q.denominator == 1 and abs(q.numerator) < 10**15:
         return str(q.numerator)
     return repr(float(q))
 

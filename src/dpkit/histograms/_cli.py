@@ -1,4 +1,4 @@
-"""``dpkit histogram TABLE COLUMN``: publish a private histogram of a CSV column.
+"""``dpkit histogram TABLE COLUMN``: publish a private histogram of a CSV or Parquet column.
 
 The unit bins come from PUBLIC parameters given on the command line (bounds and
 a number of bins or a width, or explicit edges), never from the data. Values
@@ -9,8 +9,9 @@ neighbouring relation the publishers assume.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,11 @@ def check_column(table: Path, column: str) -> None:
     try:
         names = [
             str(r[0])
-            for r in con.execute(
-                "DESCRIBE SELECT * FROM read_csv(?, all_varchar = true)", [str(path)]
-            ).fetchall()
+            for r in con.execute(f"DESCRIBE SELECT * FROM {_reader(path)}", [str(path)]).fetchall()
         ]
     except duckdb.Error:
-        raise DataError(f"{path.name} cannot be read as CSV; check the file.") from None
+        what = "Parquet" if _is_parquet(path) else "CSV"
+        raise DataError(f"{path.name} cannot be read as {what}; check the file.") from None
     finally:
         con.close()
     if column not in names:
@@ -111,27 +111,96 @@ def check_column(table: Path, column: str) -> None:
         )
 
 
-def read_column(table: Path, column: str) -> NDArray[np.float64]:
-    """The column of a CSV file as floats; entries that are not finite numbers are dropped.
+def _is_parquet(path: Path) -> bool:
+    return Path(path).suffix.lower() == ".parquet"
 
-    The file is read as text and each entry converted on its own (``TRY_CAST``):
-    no type is inferred from the data, and no entry can make the read fail.
-    Call it only after the release is paid for (:func:`histogram_command` does).
+
+def _reader(path: Path) -> str:
+    """The file as text columns: ``.parquet`` as Parquet (as ``dpkit query`` reads it), else CSV."""
+    return "read_parquet(?)" if _is_parquet(path) else "read_csv(?, all_varchar = true)"
+
+
+def check_kind(table: Path, column: str, kind: str | None) -> None:
+    """A column not declared numeric (``--type COLUMN=DOUBLE``) is refused, naming the flag.
+
+    The column's type is public metadata the data owner declares, as for ``dpkit
+    query``; never read from the rows (a text column would otherwise be read as
+    all-missing and still be paid for).
     """
-    import duckdb
-    import pandas as pd
+    name = Path(table).name
+    if kind is None:
+        raise InvalidParameterError(
+            f"column {column!r} has no declared type, and dpkit histogram bins numbers: "
+            f"declare it with --type {column}=DOUBLE (or another numeric type such as "
+            "BIGINT or DECIMAL(10,2)). Column types are public metadata the data owner "
+            "declares; they are never taken from the rows."
+        )
+    if kind == "numeric":
+        return
+    raise InvalidParameterError(
+        f"column {column!r} is declared {kind}, not numeric: dpkit histogram bins numbers. "
+        f"For categories give them publicly with --domain: dpkit query {name} histogram "
+        f"{column} --domain VALUE (repeatable), or its most common one with dpkit query "
+        f"{name} mode {column} --domain VALUE."
+    )
 
-    quoted = '"' + column.replace('"', '""') + '"'
-    con = duckdb.connect()
-    try:
-        text = con.execute(
-            f"SELECT {quoted} AS v FROM read_csv(?, all_varchar = true)", [str(table)]
-        ).fetchnumpy()["v"]
-    finally:
-        con.close()
-    values = pd.to_numeric(pd.Series(np.asarray(text, dtype=object)), errors="coerce")
-    arr = values.to_numpy(dtype=np.float64, na_value=np.nan)
-    return arr[np.isfinite(arr)]
+
+def open_column(con: Any, table: Path, column: str, type_name: str | None, encoding: str) -> Any:
+    """The column as a one-column DuckDB relation ``v`` of finite DOUBLEs, refused before any charge.
+
+    The file is opened as ``dpkit query`` opens it (:func:`dpkit.tables.sources.open_table_file`:
+    the strict CSV reader, with ``encoding``; Parquet), the column is looked up in
+    the header, its declared type (``--type``) must be numeric, and each value is
+    converted as the query path converts it (:func:`dpkit.tables.sources.declared_cast`,
+    ``TRY_CAST``): a value that does not fit is missing, never an error. Nothing
+    but the shape of the file is read here; the values are fetched by
+    :func:`read_column`, after the charge.
+    """
+    from dpkit._cli_query import kinds_of_types
+    from dpkit.tables.sources import canonical_types, declared_cast, open_table_file
+
+    declared = None if type_name is None else canonical_types({column: type_name})[column]
+    rel = open_table_file(con, Path(table), encoding)
+    names = [str(c) for c in rel.columns]
+    if column not in names:
+        raise InvalidParameterError(
+            f"column {column!r} is not in {Path(table).name}; its columns are {', '.join(names)}."
+        )
+    check_kind(
+        table, column, None if declared is None else kinds_of_types({column: declared})[column]
+    )
+    assert declared is not None
+    own = str(rel.types[names.index(column)])
+    value = f"TRY_CAST({declared_cast(column, own, declared)} AS DOUBLE)"
+    return rel.project(f"{value} AS v").filter("v IS NOT NULL AND isfinite(v)")
+
+
+def read_column(values: Any) -> NDArray[np.float64]:
+    """The finite numbers of :func:`open_column`'s relation (call it after the charge).
+
+    Every value was converted on its own (``TRY_CAST``) and the file parsed when it
+    was opened, so no entry can make this fail.
+    """
+    return np.asarray(values.fetchnumpy()["v"], dtype=np.float64)
+
+
+def check_epsilon_once(epsilon: float) -> None:
+    """``--epsilon`` checked before the charge; a large one warns here, once (in CLI words)."""
+    from dpkit._checks import check_epsilon
+
+    check_epsilon(epsilon, "--epsilon")
+
+
+@contextlib.contextmanager
+def epsilon_warned() -> Iterator[None]:
+    """The publishers check their shares of ``--epsilon`` again: no second warning about it."""
+    import warnings
+
+    from dpkit.errors import PrivacyWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".* is above 10: the guarantee is weak", PrivacyWarning)
+        yield
 
 
 def bin_counts(values: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -296,7 +365,7 @@ def render_table(histogram: PublishedHistogram, column: str, max_rows: int = 60)
 def histogram_command(
     table: Path,
     column: str,
-    method: str = "structure_first",
+    method: str = "auto",
     epsilon: float = 1.0,
     *,
     bounds: tuple[float, float] | None = None,
@@ -320,13 +389,16 @@ def histogram_command(
     out_file: Path | None = None,
     as_json: bool = False,
     new_ledger: bool = False,
+    column_type: str | None = None,
+    encoding: str = "utf-8",
 ) -> PublishedHistogram:
-    """Publish a DP histogram of ``column`` in the CSV ``table``; print it; save it; plot it.
+    """Publish a DP histogram of ``column`` in ``table`` (CSV or Parquet); print, save, plot it.
 
     Privacy: epsilon-DP (add/remove one row), as the chosen publisher states;
     the unit bins are built from the public ``bounds``/``units``/``width`` or
     ``edges`` only. Order: every parameter (and the memory the method would
-    need) is checked, the column is looked up in the header, the release is
+    need) is checked, in the order the command reads (the column is looked up
+    in the header first, then the bins, the method and its options), the release is
     charged to ``accountant`` (else the file's ledger, see
     :mod:`dpkit._cli_budget`), and only then is the column read — as text,
     each entry converted on its own, so no entry can make it fail. The
@@ -336,8 +408,15 @@ def histogram_command(
     if saving fails anyway it is printed in full as JSON and the command
     exits with code 3 (see :mod:`dpkit._cli_output`). ``seed`` makes the
     noise reproducible and must not be used for real releases (None =
-    secure randomness).
+    secure randomness). ``column_type`` is the column's declared type
+    (``--type COLUMN=TYPE``, a DuckDB type name); a column not declared as a
+    numeric type is refused before the charge, as ``dpkit query`` refuses an
+    undeclared one: its type is never inferred from the data, which would make
+    the refusal depend on the rows. The file is read as ``dpkit query`` reads it
+    (:func:`open_column`: the strict CSV reader, ``encoding``, ``TRY_CAST`` to
+    the declared type).
     """
+    import duckdb
     from rich.console import Console
 
     from dpkit._cli_options import one_spelling
@@ -351,33 +430,37 @@ def histogram_command(
     from dpkit.histograms.plot import plot_histogram
 
     out = console if console is not None else Console()
-    grid = unit_edges(bounds=bounds, units=units, width=width, edges=edges)
-    name = one_spelling(method, METHODS, "--method")
-    if name not in METHODS:
-        raise InvalidParameterError(
-            f"--method must be one of {', '.join(METHODS)}; got {method!r}."
+    with duckdb.connect() as con:
+        # In the order the command reads: file, column (and its type), bins, method.
+        values = open_column(con, table, column, column_type, encoding)
+        grid = unit_edges(bounds=bounds, units=units, width=width, edges=edges)
+        name = one_spelling(method, METHODS, "--method")
+        if name not in METHODS:
+            raise InvalidParameterError(
+                f"--method must be one of {', '.join(METHODS)}; got {method!r}."
+            )
+        check_epsilon_once(epsilon)
+        options = HistogramOptions(
+            n_bins=n_bins,
+            max_count=max_count,
+            statistic=statistic,
+            branching=branching,
+            selection=selection,
+            sampler=sampler,
+            workload=workload,
         )
-    options = HistogramOptions(
-        n_bins=n_bins,
-        max_count=max_count,
-        statistic=statistic,
-        branching=branching,
-        selection=selection,
-        sampler=sampler,
-        workload=workload,
-    )
-    options.check(name, grid.size - 1)
-    check_output(plot, "--plot", PLOT_SUFFIXES)
-    check_output(out_file, "--out", JSON_SUFFIXES)
-    check_column(table, column)
-    payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
+        options.check(name, grid.size - 1)
+        check_output(plot, "--plot", PLOT_SUFFIXES)
+        check_output(out_file, "--out", JSON_SUFFIXES)
+        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
 
-    def release() -> PublishedHistogram:
-        counts = bin_counts(read_column(table, column), grid)
-        return publish(counts, name, epsilon, options, edges=grid, rng=seed)
+        def release() -> PublishedHistogram:
+            counts = bin_counts(read_column(values), grid)
+            with epsilon_warned():
+                return publish(counts, name, epsilon, options, edges=grid, rng=seed)
 
-    label = f"histogram({column}, {name}, {grid.size - 1} unit bins)"
-    histogram = charge_and_run(payer, Budget(epsilon), label, release)
+        label = f"histogram({column}, {name}, {grid.size - 1} unit bins)"
+        histogram = charge_and_run(payer, Budget(epsilon), label, release)
     code = deliver(
         histogram_payload(histogram, column, label, payer.remaining_seen),
         console=out,

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from dpkit._cli_budget import cli_payer
 from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._cli import check_column, unit_edges
+from dpkit.histograms._cli import check_column, check_epsilon_once, epsilon_warned, unit_edges
 from dpkit.histograms._grid import PublishedGrid
 from dpkit.histograms.methods import PUBLISHERS_2D, publisher
 
@@ -196,6 +196,7 @@ def histogram2d_command(
     check_output(out_file, "--out", JSON_SUFFIXES)
     check_column(table, x)
     check_column(table, y)
+    check_epsilon_once(epsilon)  # a bad --epsilon must not be charged, then fail
     payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
 
     def release() -> PublishedGrid:
@@ -203,7 +204,8 @@ def histogram2d_command(
         kwargs: dict[str, Any] = {"rng": seed, "x_edges": x_edges, "y_edges": y_edges}
         if "n_records" in entry.options:
             kwargs["n_records"] = n_records
-        grid: PublishedGrid = entry.publish(counts, epsilon, **kwargs)
+        with epsilon_warned():
+            grid: PublishedGrid = entry.publish(counts, epsilon, **kwargs)
         return grid
 
     label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"

@@ -39,6 +39,14 @@ __all__ = ["Question", "Survey", "SurveyEstimate", "number", "one_of", "true_sum
 
 KINDS = ("yes_no", "one_of", "number")
 
+#: The survey file's format (``dpkit survey --help``, docs/local.md).
+SURVEY_FORMAT = (
+    '{"questions": [{"name": "smokes", "kind": "yes_no", "epsilon": 1.0}, '
+    '{"name": "region", "kind": "one_of", "epsilon": 1.0, "categories": ["north", "south"]}, '
+    '{"name": "age", "kind": "number", "epsilon": 1.0, "bounds": [0, 100]}]}'
+)
+_KEYS = {"yes_no": (), "one_of": ("categories",), "number": ("bounds",)}
+
 
 @dataclass(frozen=True)
 class Question:
@@ -103,6 +111,48 @@ def _yes_no_values(values: pd.Series) -> np.ndarray:
                 "a yes/no answer is not one of True/False, 1/0, yes/no: fix the answers."
             ) from None
     return np.array(out, dtype=object)
+
+
+def _question_from_json(k: int, item: Any) -> Question:
+    """Question ``k`` of a survey file; errors name the key that is wrong or missing."""
+    if not isinstance(item, dict):
+        raise InvalidParameterError(f"question {k} of the survey file must be a JSON object.")
+    for key in ("name", "kind", "epsilon"):
+        if key not in item:
+            raise InvalidParameterError(
+                f'question {k} of the survey file has no "{key}" key: every question declares '
+                f'"name", "kind" and "epsilon", e.g. {SURVEY_FORMAT}'
+            )
+    kind = item["kind"]
+    if kind not in _KEYS:
+        raise InvalidParameterError(f'question {k}: "kind" is one of {", ".join(KINDS)}.')
+    allowed = {"name", "kind", "epsilon", *_KEYS[kind]}
+    unknown = sorted(str(key) for key in item if key not in allowed)
+    if unknown:
+        expected = f'"{_KEYS[kind][0]}"' if _KEYS[kind] else "no other key"
+        raise InvalidParameterError(
+            f"question {k} ({kind}) has unknown key(s) {', '.join(map(repr, unknown))}: "
+            f"a {kind} question takes {expected} besides name, kind and epsilon."
+        )
+    for key in _KEYS[kind]:
+        if not isinstance(item.get(key), list):
+            raise InvalidParameterError(
+                f'question {k} ({kind}) needs "{key}": a JSON list, e.g. {SURVEY_FORMAT}'
+            )
+    try:
+        return Question(
+            item["name"],
+            kind,
+            item["epsilon"],
+            categories=(False, True) if kind == "yes_no" else tuple(item.get("categories", ())),
+            bounds=tuple(item["bounds"]) if "bounds" in item else None,
+        )
+    except (ValueError, TypeError) as err:
+        if isinstance(err, InvalidParameterError):  # say which question, in the file's words
+            raise InvalidParameterError(f"question {k} of the survey file: {err}") from None
+        raise InvalidParameterError(
+            f"question {k} of the survey file has a value of the wrong type: {SURVEY_FORMAT}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -190,30 +240,23 @@ class Survey:
     # -- declaration as JSON (for the CLI) ---------------------------------------------------
     @classmethod
     def from_json(cls, text: str) -> Survey:
-        """{"questions": [{"name", "kind", "epsilon", "categories" | "bounds"}, ...]}"""
+        """{"questions": [{"name", "kind", "epsilon", "categories" | "bounds"}, ...]}
+
+        Each error names the key that is wrong or missing (``SURVEY_FORMAT`` shows the format).
+        """
         try:
             spec = json.loads(text)
-            items = spec["questions"]
-            questions = [
-                Question(
-                    item["name"],
-                    item["kind"],
-                    item["epsilon"],
-                    categories=(False, True)
-                    if item["kind"] == "yes_no"
-                    else tuple(item.get("categories", ())),
-                    bounds=tuple(item["bounds"]) if "bounds" in item else None,
-                )
-                for item in items
-            ]
-        except (ValueError, KeyError, TypeError) as err:
-            if isinstance(err, InvalidParameterError):
-                raise
+        except ValueError as err:
             raise InvalidParameterError(
-                'the survey file must be JSON: {"questions": [{"name": ..., "kind": "yes_no" | '
-                '"one_of" | "number", "epsilon": ..., "categories": [...] | "bounds": [lo, hi]}]}.'
+                f"the survey file is not valid JSON (line {getattr(err, 'lineno', '?')}): "
+                f"it should look like {SURVEY_FORMAT}"
             ) from None
-        return cls(questions)
+        items = spec.get("questions") if isinstance(spec, dict) else None
+        if not isinstance(items, list) or not items:
+            raise InvalidParameterError(
+                f'the survey file must be JSON with a non-empty "questions" list: {SURVEY_FORMAT}'
+            )
+        return cls([_question_from_json(k, item) for k, item in enumerate(items, start=1)])
 
     def to_json(self) -> str:
         """The declaration as JSON (public)."""

@@ -26,10 +26,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PAPER_EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 PAPER_TREES = (1, 2, 4, 8, 10, 15, 20, 25, 30, 50, 100, 200, 300, 400, 500)
@@ -477,7 +480,7 @@ def run(
 
 
 class _Bar:
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, console: Console) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -491,6 +494,7 @@ class _Bar:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
+            console=console,
         )
         self._progress.start()
         self._task = self._progress.add_task("reproducing", total=total)
@@ -506,7 +510,13 @@ class _Bar:
 
 
 def _progress(enabled: bool, total: int) -> _Bar | None:
-    return _Bar(total) if enabled else None
+    """A bar on stderr, and only when stderr is a terminal: stdout carries the results."""
+    if not enabled:
+        return None
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return _Bar(total, console) if console.is_terminal else None
 
 
 def _cell(score: tuple[float, float] | None) -> str:

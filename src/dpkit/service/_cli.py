@@ -55,13 +55,19 @@ def serve(
         from dpkit.service.demo import build_demo
 
         cfg, keys = build_demo(directory)
-        console.print(f"[bold]demo service[/] in {directory}/ (keys in {directory}/keys.json):")
-        for who, key in keys.items():
-            console.print(f"  {who:6} {key}")
     else:
         assert config is not None
-        cfg = load_config(config)
+        cfg, keys = load_config(config), {}
     app = create_app(cfg)
+    if demo:
+        # Only keys that still work: a revoked or rotated key stays in keys.json.
+        store = app.state.store
+        console.print(f"[bold]demo service[/] in {directory}/ (keys in {directory}/keys.json):")
+        for who, key in keys.items():
+            if who == "admin" or store.authenticate(key) is not None:
+                console.print(f"  {who:6} {key}")
+            else:
+                console.print(f"  {who:6} (key revoked or rotated: not shown)")
     where_host, where_port = host or cfg.host, cfg.port if port is None else port
     console.print(f"open http://{where_host}:{where_port}/ (API reference at /docs)")
     uvicorn.run(
@@ -223,8 +229,13 @@ def admin_grant(
     key: str | None = _ADMIN,
 ) -> None:
     """Add budget to an analyst's grant on a dataset (budgets only grow)."""
+    from dpkit.service.store.grants import weak_grant_warning
+
     total = _admin(url, key).grant(analyst, dataset, epsilon, delta)
     typer.echo(f"{analyst} on {dataset}: {total}")
+    weak = weak_grant_warning(total)
+    if weak is not None:
+        typer.secho(f"warning: {weak}", fg=typer.colors.YELLOW, err=True)
 
 
 @admin_app.command("audit")

@@ -49,6 +49,7 @@ from dpkit.service.encoding import budget_json, jsonable, release_json
 from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Store
 from dpkit.service.twin import synthetic_twin
 from dpkit.tables import Session
+from dpkit.tables.kinds import expected_error
 from dpkit.tables.sources import UndeclaredTypesError
 from dpkit.tables.specs import QuerySpec
 from dpkit.tables.work import Cancellation
@@ -371,6 +372,8 @@ class Runtime:
             "delta": float(planned.delta),
             "affordable": acct.can_afford(cost),
             "remaining": budget_json(acct.remaining),
+            # the release's error bar: public parameters only, so it may be said before spending
+            "expected_error": expected_error(planned.query).to_dict(),
         }
 
     def twin_rows(self, analyst: str, dataset: str, rows: int) -> list[dict[str, Any]]:

@@ -30,16 +30,18 @@ from rich.table import Table
 from rich.text import Text
 
 from dpkit._cli_budget import open_cli_accountant
+from dpkit._cli_options import cli_words
 from dpkit._cli_query import QueryOptions
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError
 from dpkit.release import Release
+from dpkit.tables.kinds import expected_error
 from dpkit.tables.plans import PlannedQuery
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.session import Session
 from dpkit.tables.sources import UndeclaredTypesError
 
-__all__ = ["query_command"]
+__all__ = ["declared_types", "query_command"]
 
 
 def query_command(
@@ -88,14 +90,17 @@ def query_command(
         check_output(out_file, "--out", JSON_SUFFIXES)
         result = _run(table, query, dict(source or {}), dict(ledger or {}), cost=cost)
     except DPKitError as err:
+        message = cli_words(str(err))
         if as_json:
-            out.print_json(json.dumps({"error": type(err).__name__, "message": str(err)}))
+            out.print_json(json.dumps({"error": type(err).__name__, "message": message}))
         else:
-            out.print(f"[bold red]{type(err).__name__}:[/] {err}", highlight=False)
+            out.print(f"[bold red]{type(err).__name__}:[/] {message}", highlight=False)
         return 1
     if isinstance(result, PlannedQuery):
         planned = {"label": result.label, "epsilon": result.epsilon, "delta": result.delta}
-        out.print_json(json.dumps({k: _json_value(v) for k, v in planned.items()}))
+        dry_run = {k: _json_value(v) for k, v in planned.items()}
+        dry_run["expected_error"] = expected_error(result.query).to_dict()  # public only
+        out.print_json(json.dumps(dry_run))
         return 0
     payload = to_payload(query.kind, query.column, result)
     return deliver(
@@ -116,13 +121,17 @@ def _run(
     if not path.is_file():
         raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
     options: dict[str, Any] = dict(
-        types=_types(source.get("types")),
+        types=declared_types(source.get("types")),
         infer_types=bool(source.get("infer_types", False)),
         schema=source.get("schema"),
         privacy_unit=source.get("privacy_unit"),
         max_contributions=source.get("max_contributions", 1),
     )
     open_session = Session.from_parquet if path.suffix.lower() == ".parquet" else Session.from_csv
+    if source.get("encoding"):
+        if open_session is Session.from_parquet:
+            raise InvalidParameterError("--encoding applies to CSV files, not Parquet.")
+        options["encoding"] = source["encoding"]
     # The declaration (types, schema, privacy unit) and the query are checked on the header
     # first, with a throwaway budget, so a refused command creates no ledger and claims no budget.
     with warnings.catch_warnings():  # announced once, by the real session below
@@ -151,7 +160,7 @@ def _run(
     return open_session(path, accountant=accountant, **options).answer(spec)
 
 
-def _types(items: Sequence[str] | None) -> dict[str, str] | None:
+def declared_types(items: Sequence[str] | None) -> dict[str, str] | None:
     """``["age=DOUBLE", "day=DATE,n=DECIMAL(10,2)"]`` as a mapping (declared column types).
 
     One ``--type`` may list several columns, separated by commas outside parentheses.

@@ -10,9 +10,13 @@ it builds a :class:`~dpkit.tables.specs.QuerySpec` and calls the class's
 ``answer(spec)``.
 
 Trade-off: the methods are made at import time, so a static checker (mypy) on
-users' code sees each of them as ``Callable[..., Result]`` (declared below,
-and checked against the registry by ``tests/tables/test_kinds.py``), not with
-its parameters; editors and ``help()`` read the runtime signature.
+users' code sees each of them through the overloads declared below (checked
+against the registry by ``tests/tables/test_kinds.py`` and
+``tests/tables/test_query_typing.py``): without ``group_by`` a query is a
+:class:`~dpkit.release.Release`, with it a
+:class:`~dpkit.tables.results.GroupedRelease`; ``epsilon`` is required, the
+other parameters are not checked statically. Editors and ``help()`` read the
+runtime signature.
 """
 
 from __future__ import annotations
@@ -26,8 +30,35 @@ from dpkit.tables.kinds.base import COMMON
 from dpkit.tables.specs import QuerySpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol, overload
+
     from dpkit.release import Release
     from dpkit.tables.results import GroupedRelease
+
+    class _Query(Protocol):
+        """A query method: one release, or one per group with ``group_by``."""
+
+        @overload
+        def __call__(
+            self, *args: Any, epsilon: float, group_by: None = None, **options: Any
+        ) -> Release: ...
+
+        @overload
+        def __call__(
+            self, *args: Any, epsilon: float, group_by: str | Sequence[str], **options: Any
+        ) -> GroupedRelease: ...
+
+        @overload
+        def __call__(
+            self, *args: Any, epsilon: float, group_by: str | Sequence[str] | None, **options: Any
+        ) -> Release | GroupedRelease: ...
+
+    class _UngroupedQuery(Protocol):
+        """A query method without ``group_by`` (histogram2d): always one release."""
+
+        def __call__(self, *args: Any, epsilon: float, **options: Any) -> Release: ...
+
 
 __all__ = ["QueryMethods", "query_method"]
 
@@ -116,19 +147,20 @@ class QueryMethods:
 
     _strict_arguments: ClassVar[bool] = True
 
-    # The registry's kinds, for static checkers (tests/tables/test_kinds.py keeps this in step).
-    count: Callable[..., Release | GroupedRelease]
-    sum: Callable[..., Release | GroupedRelease]
-    mean: Callable[..., Release | GroupedRelease]
-    variance: Callable[..., Release | GroupedRelease]
-    std: Callable[..., Release | GroupedRelease]
-    quantile: Callable[..., Release | GroupedRelease]
-    median: Callable[..., Release | GroupedRelease]
-    min: Callable[..., Release | GroupedRelease]
-    max: Callable[..., Release | GroupedRelease]
-    mode: Callable[..., Release | GroupedRelease]
-    histogram: Callable[..., Release | GroupedRelease]
-    histogram2d: Callable[..., Release | GroupedRelease]
+    # The registry's kinds, for static checkers (tests/tables/test_kinds.py and
+    # test_query_typing.py keep this in step): Release without group_by, else GroupedRelease.
+    count: _Query
+    sum: _Query
+    mean: _Query
+    variance: _Query
+    std: _Query
+    quantile: _Query
+    median: _Query
+    min: _Query
+    max: _Query
+    mode: _Query
+    histogram: _Query
+    histogram2d: _UngroupedQuery
 
     def answer(self, spec: QuerySpec) -> Any:
         raise NotImplementedError

@@ -21,7 +21,8 @@ Missing values (SQL NULL, and NaN or ±inf in numeric columns) are handled by
 the column's null policy: ``"drop"`` (the default: the row is left out of
 queries on that column) or ``"replace"`` (by the public ``replacement``). Both
 are per-row transformations, so they never increase a query's sensitivity
-(see ``docs/queries.md``).
+(see ``docs/queries.md``, "Missing and non-finite values": the one rule for
+NaN, None and ±inf across dpkit, tree estimators included).
 """
 
 from __future__ import annotations

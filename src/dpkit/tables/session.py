@@ -54,14 +54,17 @@ from dpkit.tables.sources import (
     _as_view,
     _attach_and_read,
     _check_types,
+    _collect_lazy,
     _duckdb_build,
     _guard_read,
+    _is_select,
     _load_scanner,
     _pandas_without_inference,
     _spark_as_declared,
     _sqlite_fallback,
     _sqlite_types,
     check_sqlite_path,
+    read_csv_text,
 )
 from dpkit.tables.specs import QUERY_KINDS, Parallel, Query, QuerySpec
 from dpkit.tables.validation import (
@@ -268,6 +271,7 @@ class Session(QueryMethods):
         infer_types: bool = False,
         materialize: bool = False,
         read_options: Mapping[str, Any] | None = None,
+        encoding: str = "utf-8",
         **options: Unpack[SessionOptions],
     ) -> Session:
         """A session over a CSV file, scanned by DuckDB.
@@ -281,6 +285,12 @@ class Session(QueryMethods):
         once (faster repeated queries, uses memory); otherwise every query
         scans the file. ``options`` are the other :class:`Session` arguments;
         ``dataset`` defaults to the file's resolved path.
+
+        The first line is the header row naming every column; every row must
+        have as many fields as it (checked in one full scan when the file is
+        opened: a ragged file is refused, never read with made-up column
+        names). ``encoding`` (a Python codec name, e.g. ``"latin-1"``) other
+        than UTF-8 converts the file into memory once.
         """
         from dpkit.tables.engines.duckdb_engine import DuckDBEngine, connect
 
@@ -288,9 +298,8 @@ class Session(QueryMethods):
         p = Path(path)
         if not p.is_file():
             raise InvalidParameterError(f"CSV file {str(p)!r} does not exist.")
-        read = dict(read_options or {})
         con = connect()
-        header = _guard_read(lambda: con.read_csv(str(p), all_varchar=True, **read), "CSV file")
+        header, read = read_csv_text(con, p, read_options, encoding)
 
         def sniffed() -> dict[str, str]:
             rel = _guard_read(lambda: con.read_csv(str(p), **read), "CSV file")
@@ -394,12 +403,21 @@ class Session(QueryMethods):
         infer_types: bool = False,
         **options: Unpack[SessionOptions],
     ) -> Session:
-        """A session over a polars DataFrame (through Arrow); types as in :meth:`from_arrow`."""
-        if not hasattr(df, "to_arrow"):
+        """A session over a polars DataFrame or LazyFrame (through Arrow).
+
+        Types as in :meth:`from_arrow`. A ``LazyFrame`` is collected once, here
+        (after the ``types`` check), and then read like a DataFrame: each value
+        converted to its declared type. A failing plan raises one
+        :class:`dpkit.errors.DataError` whose message quotes nothing of the data.
+        """
+        lazy = hasattr(df, "collect") and not hasattr(df, "to_arrow")
+        if not (lazy or hasattr(df, "to_arrow")):
             raise InvalidParameterError(
-                f"from_polars needs a polars DataFrame, got {type(df).__name__}."
+                f"from_polars needs a polars DataFrame or LazyFrame, got {type(df).__name__}."
             )
         _check_types(types, infer_types)
+        if lazy:
+            df = _collect_lazy(df)
         return cls._from_arrow(
             df.to_arrow(),
             types,
@@ -466,7 +484,14 @@ class Session(QueryMethods):
         infer_types: bool = False,
         **options: Unpack[SessionOptions],
     ) -> Session:
-        """A session over a DuckDB relation, or a table/view name on ``connection``.
+        """A session over a DuckDB relation, a table/view name, or a SQL query.
+
+        A string is a SQL query when DuckDB's parser reads it as one ``SELECT``
+        statement (``"SELECT age, sex FROM people WHERE year = 2020"``), and a
+        table or view name otherwise; either is run on ``connection``, or on
+        DuckDB's default connection (the one ``duckdb.sql`` uses) when none is
+        given. Any other statement (``CREATE``, ``INSERT``, several statements)
+        is refused before it runs.
 
         ``types`` declares every column; the relation is read through a
         per-value conversion to them (``TRY_CAST``). The table's own types
@@ -482,13 +507,15 @@ class Session(QueryMethods):
             raw = source
         elif isinstance(source, str):
             if connection is None:
-                raise InvalidParameterError(
-                    "from_duckdb with a table name needs connection=<duckdb connection>."
-                )
-            raw = _guard_read(lambda: connection.table(source), f"DuckDB table {source!r}")
+                connection = duckdb.default_connection()
+            if _is_select(source):
+                raw = _guard_read(lambda: connection.sql(source), "DuckDB query")
+            else:
+                raw = _guard_read(lambda: connection.table(source), f"DuckDB table {source!r}")
         else:
             raise InvalidParameterError(
-                "from_duckdb needs a duckdb relation or a table name with connection=."
+                "from_duckdb needs a duckdb relation, a table or view name, or a SQL "
+                f"SELECT query (a str), got {type(source).__name__}."
             )
         rel = _as_declared(
             raw,

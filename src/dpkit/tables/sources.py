@@ -16,6 +16,7 @@ source itself are an explicit opt-in (``infer_types=True``), announced with a
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,7 +50,11 @@ __all__ = [
     "_spark_as_declared",
     "_sqlite_fallback",
     "_sqlite_types",
+    "canonical_types",
     "check_sqlite_path",
+    "declared_cast",
+    "open_table_file",
+    "read_csv_text",
 ]
 
 _TYPE_EXAMPLES = "e.g. 'DOUBLE', 'BIGINT', 'VARCHAR', 'DATE', 'BOOLEAN', 'DECIMAL(10,2)'"
@@ -159,19 +164,53 @@ def _as_declared(
     final = _resolve_types(
         columns, types, infer_types, inferred or (lambda: own), what, trusted, stacklevel
     )
-    exprs = []
-    for c in columns:
-        # A text source goes through concat(x, '') so that DuckDB does not push the cast into
-        # a reader as a strict cast (its CSV reader then fails on the value, quoting it); the
-        # CASE keeps NULL a NULL (concat reads it as ''). `x || ''` is folded away: no use.
-        q = quote(c)
-        value = (
-            f"CASE WHEN {q} IS NULL THEN NULL ELSE concat({q}, '') END"
-            if own[c] == "VARCHAR"
-            else q
-        )
-        exprs.append(f"TRY_CAST({value} AS {final[c]}) AS {quote(c)}")
+    exprs = [f"{declared_cast(c, own[c], final[c])} AS {quote(c)}" for c in columns]
     return _guard_read(lambda: rel.project(", ".join(exprs)), what)
+
+
+def declared_cast(column: str, source_type: str, declared: str) -> str:
+    """The SQL expression that converts ``column`` to its ``declared`` type, value by value.
+
+    The one conversion of every source (:func:`_as_declared`): ``TRY_CAST``, so a
+    value that does not fit is NULL, never an error. ``dpkit inspect`` counts the
+    values it makes NULL with this very expression.
+    """
+    from dpkit.tables.engines._sql import quote
+
+    # A text source goes through concat(x, '') so that DuckDB does not push the cast into
+    # a reader as a strict cast (its CSV reader then fails on the value, quoting it); the
+    # CASE keeps NULL a NULL (concat reads it as ''). `x || ''` is folded away: no use.
+    q = quote(column)
+    value = (
+        f"CASE WHEN {q} IS NULL THEN NULL ELSE concat({q}, '') END"
+        if source_type == "VARCHAR"
+        else q
+    )
+    return f"TRY_CAST({value} AS {declared})"
+
+
+def canonical_types(types: Mapping[str, str]) -> dict[str, str]:
+    """Declared column types (``--type``) as DuckDB's canonical type names; no data read."""
+    return _check_types(types, False)
+
+
+def open_table_file(con: Any, path: Path, encoding: str = "utf-8") -> Any:
+    """A CSV or Parquet file as a DuckDB relation, opened as ``dpkit query`` opens it.
+
+    ``.parquet`` is read by DuckDB's Parquet reader (its schema's types); any
+    other file as CSV by :func:`read_csv_text` (every column text, named by the
+    header row, ragged rows refused, ``encoding`` converted). Nothing is cast:
+    :func:`declared_cast` does that.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
+    if path.suffix.lower() == ".parquet":
+        if encoding.lower().replace("_", "-") not in ("utf-8", "utf8"):
+            raise InvalidParameterError("--encoding applies to CSV files, not Parquet.")
+        return _guard_read(lambda: con.read_parquet(str(path)), "Parquet file")
+    rel, _ = read_csv_text(con, path, None, encoding)
+    return rel
 
 
 # DuckDB type names (as declared) -> Spark SQL type names.
@@ -311,6 +350,165 @@ def _guard_read(action: Callable[[], Any], what: str) -> Any:
     raise DataError(
         f"DuckDB could not open the {what}. Its message is withheld because it can quote "
         "data; check the path, the format and any read options."
+    )
+
+
+_CSV_SHAPE = (
+    "every row must have exactly as many fields as the header row (the first line, naming "
+    "the columns); rows with more or fewer fields are refused, never read with made-up "
+    "column names"
+)
+_DELIMITER_KEYS = ("delimiter", "delim", "sep")
+
+
+def _not_utf8(what: str) -> DataError:
+    return DataError(
+        f"the {what} is not UTF-8 text. Give its encoding: --encoding latin-1 (command line) "
+        "or encoding='latin-1' (Python), or convert it to UTF-8."
+    )
+
+
+def _csv_header(path: Path, read: Mapping[str, Any], what: str) -> tuple[list[str], str]:
+    """The header row's column names and the delimiter (declared, or taken from the header)."""
+    import csv
+
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            first = handle.readline()
+    except UnicodeDecodeError:
+        with path.open("rb") as handle:
+            if handle.read(4) == b"PAR1":  # Parquet's magic number, under another suffix
+                raise DataError(
+                    f"the {what} is a Parquet file, not CSV text: rename it to end in "
+                    ".parquet (the suffix chooses the reader)."
+                ) from None
+        raise _not_utf8(what) from None
+    declared = next((read[k] for k in _DELIMITER_KEYS if k in read), None)
+    if declared is None:
+        try:
+            declared = csv.Sniffer().sniff(first, delimiters=",;\t|").delimiter
+        except csv.Error:
+            declared = ","  # one column
+    names = next(csv.reader([first], delimiter=str(declared)), [])
+    if not names or any(not n.strip() for n in names) or len(set(names)) < len(names):
+        raise DataError(
+            f"the {what} needs a header row naming every column once "
+            f"(distinct, non-empty names); {_CSV_SHAPE}."
+        )
+    return names, str(declared)
+
+
+def read_csv_text(
+    con: Any, path: Path, read_options: Mapping[str, Any] | None, encoding: str = "utf-8"
+) -> tuple[Any, dict[str, Any]]:
+    """A CSV file as text columns named by its header row, and the read options used.
+
+    The header is parsed here and DuckDB reads every row in strict mode with
+    those names, so a ragged row (more or fewer fields than the header) fails
+    now, at opening, in one full scan, never after a charge; no row is skipped
+    as a "header" and no column is named ``column0``. ``encoding`` other than
+    UTF-8 is converted by Python into a temporary UTF-8 copy, loaded once.
+    """
+    import duckdb
+
+    read = {k: v for k, v in dict(read_options or {}).items() if k not in _DELIMITER_KEYS}
+    source = path
+    if encoding.lower().replace("_", "-") not in ("utf-8", "utf8"):
+        source = _transcoded(path, encoding)
+    what = f"CSV file {path.name!r}"
+    try:
+        names, delimiter = _csv_header(source, read_options or {}, what)
+        read.update(
+            header=True, delimiter=delimiter, skiprows=0, strict_mode=True, null_padding=False
+        )
+        rel = con.read_csv(str(source), columns=dict.fromkeys(names, "VARCHAR"), **read)
+        rel.aggregate("count(*)").fetchall()  # every row parsed now, not at query time
+        if source is not path:  # load the copy before it is removed
+            rel = rel.to_arrow_table()
+            rel = con.from_arrow(rel)
+    except duckdb.Error as err:
+        not_utf8 = "invalid unicode" in str(err).lower()  # DuckDB's own diagnosis
+    else:
+        return rel, read
+    finally:
+        if source is not path:
+            source.unlink(missing_ok=True)
+    if not_utf8:
+        raise _not_utf8(what)
+    raise DataError(
+        f"DuckDB could not read the {what}: {_CSV_SHAPE}. Its message is withheld because it "
+        "can quote data; check the delimiter, the quoting and any read options."
+    )
+
+
+def _transcoded(path: Path, encoding: str) -> Path:
+    """A temporary UTF-8 copy of a text file in ``encoding`` (removed by the caller)."""
+    import codecs
+    import tempfile
+
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise InvalidParameterError(
+            f"unknown encoding {encoding!r}: give a Python codec name such as latin-1, cp1252 "
+            "or utf-16."
+        ) from None
+    handle, name = tempfile.mkstemp(suffix=".csv")
+    os.close(handle)
+    out = Path(name)
+    try:
+        with (
+            path.open(encoding=encoding, newline="") as src,
+            out.open("w", encoding="utf-8", newline="") as dst,
+        ):
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+    except UnicodeDecodeError:
+        out.unlink(missing_ok=True)
+        raise DataError(
+            f"the CSV file {path.name!r} is not valid {encoding} text; give its encoding "
+            "with --encoding (command line) or encoding= (Python)."
+        ) from None
+    return out
+
+
+def _is_select(text: str) -> bool:
+    """Whether ``text`` is a SQL query for :meth:`Session.from_duckdb` (else a table name).
+
+    DuckDB's own parser decides: one ``SELECT`` statement is a query; a text it
+    cannot parse is a table or view name when it is one word, and refused
+    otherwise; any other statement (``CREATE``, ``INSERT``, several) is refused
+    before it runs, so reading a source never changes a database.
+    """
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(text)
+    except duckdb.Error:
+        if text.strip() and not any(c.isspace() for c in text.strip()):
+            return False  # a table or view name
+        raise InvalidParameterError(
+            "from_duckdb could not parse the text as a SQL SELECT query (DuckDB's message is "
+            "withheld); pass a table or view name, one SELECT query, or a duckdb relation."
+        ) from None
+    if len(statements) == 1 and statements[0].type == duckdb.StatementType.SELECT:
+        return True
+    raise InvalidParameterError(
+        f"from_duckdb reads one SQL SELECT query, got {len(statements)} statement(s) of "
+        f"type {', '.join(st.type.name for st in statements)}; nothing was run. Run other "
+        "statements on the connection first and pass the SELECT (or the table name)."
+    )
+
+
+def _collect_lazy(frame: Any) -> Any:
+    """A polars LazyFrame collected once; its error can quote data, so it is withheld."""
+    try:
+        return frame.collect()
+    except Exception:  # polars raises many types; none of their messages may reach the analyst
+        pass  # raised below, outside the handler, so the original is not even chained
+    raise DataError(
+        "polars could not collect the LazyFrame. Its message is withheld because it can "
+        "quote data; run frame.collect() yourself to see it, then fix the plan."
     )
 
 

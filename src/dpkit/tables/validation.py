@@ -136,7 +136,7 @@ def check_common(spec: Any, ctx: TableContext, *, needs_column: bool = True) -> 
     epsilon = check_epsilon(spec.epsilon)
     # Per contributed row (histogram methods spend epsilon / k): the floor keeps every
     # share of it within the samplers' range, so nothing fails after the charge.
-    check_epsilon(epsilon / ctx.max_contributions, name="epsilon / max_contributions")
+    check_epsilon(epsilon / ctx.max_contributions, name="epsilon / max_contributions", warn=False)
     level = ctx.level if spec.level is None else check_level(spec.level)
     column = spec.column
     if column is None and needs_column:

@@ -17,7 +17,8 @@ fares up to 600 pounds. Missing Age/Embarked values get a branch of their own
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,18 @@ def default_data_path() -> Path:
 def load_titanic(path: str | Path | None = None) -> tuple[pd.DataFrame, NDArray[np.int64]]:
     """The seven features as a DataFrame (categoricals with their public domains) and Survived."""
     path = Path(path) if path is not None else default_data_path()
-    if not path.exists():
+    if not path.is_file():
         raise DataError(
-            f"cannot find the Titanic data at {path}; pass its path (Kaggle's train.csv with "
+            f"cannot find the Titanic data file at {path}; pass its path (Kaggle's train.csv with "
             "columns Pclass, Sex, Age, SibSp, Parch, Fare, Embarked, Survived)."
         )
-    frame = pd.read_csv(path)
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        raise DataError(
+            f"cannot read {path} as a UTF-8 CSV file with a header row and as many fields in "
+            "every row as in the header (Kaggle's train.csv)."
+        ) from None
     missing = [c for c in [*FEATURES, TARGET] if c not in frame.columns]
     if missing:
         raise DataError(f"the Titanic file lacks column(s) {missing}.")
@@ -79,6 +86,38 @@ class WalkthroughResult:
 
 
 _NOT_GIVEN: Any = object()  # run()'s deprecated ``seed=`` was not passed
+
+#: What each row of the accuracy table is (printed under it).
+ROW_MEANINGS = {
+    "greedy": "dpkit's default tree (DPDecisionTreeClassifier)",
+    "id3": "the course project's ID3 on noisy counts, depth 3",
+    "random": "a tree with random splits; only its leaves' counts are noisy",
+    "forest": "dpkit's default forest (DPRandomForestClassifier, n_estimators='auto')",
+}
+#: DPRandomForestClassifier(n_estimators="auto") grows one tree below rows × ε = 100,000.
+_ONE_TREE_BELOW = 100_000
+
+
+@contextmanager
+def _warnings_once() -> Iterator[None]:
+    """Re-raise each distinct warning once: a seeded run fits hundreds of models that each warn."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    firsts = {(w.category, str(w.message)): w for w in reversed(caught)}
+    for w in sorted(firsts.values(), key=caught.index):
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _row_notes(algorithms: Sequence[str], n_train: int, epsilons: Sequence[float]) -> list[str]:
+    """One line per row of the accuracy table saying what it is."""
+    notes = [f"{a}: {ROW_MEANINGS[a]}" for a in algorithms if a in ROW_MEANINGS]
+    if "forest" in algorithms and n_train * max(epsilons) < _ONE_TREE_BELOW:
+        notes.append(
+            f"  at {n_train} training rows × ε ≤ {max(epsilons):g} (< {_ONE_TREE_BELOW:,}) the "
+            "default forest is ONE tree, the same model as greedy: its row equals greedy's."
+        )
+    return notes
 
 
 def _model(algorithm: str, epsilon: float, rng: int | None) -> Any:
@@ -170,10 +209,25 @@ def run(
         )
         rng = seed
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(highlight=False) if echo else Console(quiet=True)
     X, y = load_titanic(data)
+    with _warnings_once():  # one warning per run, not one per fitted model
+        return _run(X, y, console, epsilon, epsilons, algorithms, splits, rng)
+
+
+def _run(
+    X: pd.DataFrame,
+    y: NDArray[np.int64],
+    console: Any,
+    epsilon: float,
+    epsilons: Sequence[float],
+    algorithms: Sequence[str],
+    splits: int,
+    rng: int | None,
+) -> WalkthroughResult:
+    from rich.table import Table
+
     model = _model("id3", epsilon, rng).fit(X, y)
     rules = model.export_text()
     console.rule(
@@ -198,4 +252,6 @@ def run(
         table.add_row(algorithm, *[f"{per_eps[e][0]:.3f} ± {per_eps[e][1]:.3f}" for e in epsilons])
     console.print(table)
     console.print(f"majority class (everyone dies): {majority:.3f}")
+    for note in _row_notes(algorithms, round(len(y) * 0.7), epsilons):
+        console.print(note, markup=False)
     return WalkthroughResult(rules, first, y[:20].copy(), table_data, majority)

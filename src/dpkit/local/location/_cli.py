@@ -36,7 +36,9 @@ def obfuscate_command(
         raise InvalidParameterError(
             "--area must be LAT_MIN LON_MIN LAT_MAX LON_MAX in degrees, minimum before maximum."
         )
-    frame = pd.read_csv(table)
+    from dpkit.local._cli_survey import read_reports
+
+    frame = read_reports(table, "locations", "naming the latitude and longitude columns")
     missing = [c for c in (lat, lon, *keep) if c not in frame.columns]
     if missing:
         raise InvalidParameterError(f"the file has no column(s) {', '.join(map(repr, missing))}.")
@@ -63,9 +65,11 @@ def obfuscate_command(
 
 def demo_command(data: Path, out: Path, *, participants: int, seed: int) -> None:
     """Run the crowdsensing walk-through and write its figures and table."""
+    from dpkit._cli_progress import working
     from dpkit.walkthroughs.location import run_location_demo, write_location_demo
 
-    result = run_location_demo(data, participants=participants, rng=seed)
+    with working("running the location demo (about a minute)"):
+        result = run_location_demo(data, participants=participants, rng=seed)
     print(f"{result.regions.n} regions; inference error and adversary's error by epsilon (per km):")
     print(result.table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     for path in write_location_demo(result, out):

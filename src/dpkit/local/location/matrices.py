@@ -49,6 +49,7 @@ from scipy.spatial import Delaunay, QhullError
 from scipy.special import logsumexp
 
 from dpkit._checks import check_epsilon
+from dpkit._progress import working
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.local.location._mixture import mixture_lp
 from dpkit.local.location.regions import Regions
@@ -241,6 +242,11 @@ def _constraint_edges(regions: Regions, neighbours: int | None) -> tuple[NDArray
     return edges, dilation
 
 
+def _solving(n: int, method: str) -> str:
+    """The progress line for an LP solve (HiGHS has no progress callback: a spinner)."""
+    return f"solving the optimal obfuscation LP ({method}, {n} regions)"
+
+
 def optimal_matrix(
     regions: Regions,
     epsilon: float,
@@ -263,7 +269,9 @@ def optimal_matrix(
     locations themselves). ``loss``: L[i, j], the quality lost when region i is
     reported as j (default the distance). ``max_loss``: also require the
     expected loss to be at most this (a quality-of-service floor); when the
-    LP cannot meet it a clear error says so.
+    LP cannot meet it a clear error says so. While the LP solves, a terminal
+    stderr shows a spinner with the elapsed time (HiGHS reports no progress);
+    stdout, pipes and files get nothing.
 
     ``method``:
 
@@ -299,7 +307,8 @@ def optimal_matrix(
     ):
         raise InvalidParameterError("max_loss must be a finite number >= 0.")
     if method == "mixture":
-        law, least = mixture_lp(regions.centers, regions.distances, eps, p, q, loss is not None)
+        with working(_solving(n, method), transient=True):
+            law, least = mixture_lp(regions.centers, regions.distances, eps, p, q, loss is not None)
         if max_loss is not None and least > max_loss:
             raise InvalidParameterError(
                 "no epsilon-geo-indistinguishable matrix meets max_loss in the mixture LP: "
@@ -335,9 +344,10 @@ def optimal_matrix(
         "b_eq": np.ones(n),
         "bounds": (0, None),
     }
-    result = linprog(cost, method=_LP_METHOD, **problem)
-    if result.status != 0:  # interior point can stall on degenerate instances: simplex decides
-        result = linprog(cost, method="highs-ds", **problem)
+    with working(_solving(n, method), transient=True):
+        result = linprog(cost, method=_LP_METHOD, **problem)
+        if result.status != 0:  # interior point can stall on degenerate instances: simplex decides
+            result = linprog(cost, method="highs-ds", **problem)
     if result.status == 2:
         raise InvalidParameterError(
             "no epsilon-geo-indistinguishable matrix meets max_loss: raise epsilon or max_loss."

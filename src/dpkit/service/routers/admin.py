@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Query
 from dpkit.service.dependencies import RuntimeDep, admin
 from dpkit.service.errors import ApiError, call
 from dpkit.service.models import GrantBody, NewAnalyst
+from dpkit.service.store.grants import weak_grant_warning
 
 __all__ = ["router"]
 
@@ -65,7 +66,9 @@ async def grant(body: GrantBody, rt: RuntimeDep) -> dict[str, Any]:
     total = await call(
         rt, rt.add_grant, body.analyst, body.dataset, body.epsilon, body.delta, actor="admin"
     )
-    return {"analyst": body.analyst, "dataset": body.dataset, **_budget(total)}
+    out = {"analyst": body.analyst, "dataset": body.dataset, **_budget(total)}
+    weak = weak_grant_warning(total)
+    return out if weak is None else {**out, "warning": weak}
 
 
 @router.get("/datasets")

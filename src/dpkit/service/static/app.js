@@ -51,6 +51,10 @@ const state = {
   dataset: null, // the dataset as GET /api/v1/datasets/{name} returns it
   lastRun: null, // {text, idempotencyKey} of a run the network lost: a retry reuses its key
   epoch: 0, // bumped when the key or the dataset changes: older answers are dropped
+  running: false, // a run is under way: Run is off until it answers
+  quiet: false, // building a query for the error-bar preview: checks fail silently
+  previewTimer: null, // the pending error-bar preview (after a pause in typing)
+  previewSeq: 0, // the latest preview asked: older answers are dropped
 };
 
 const $ = (id) => document.getElementById(id);
@@ -118,10 +122,12 @@ function newIdempotencyKey() {
 
 // -- messages ------------------------------------------------------------------------
 
-function showError(err) {
+// An error of the query form (a refused query, a bad field) shows next to Run, where the
+// analyst is; `focus` moves the focus onto it (a screen reader reads it: role="alert").
+function showError(err, { nearRun = false, focus = false } = {}) {
   if (err instanceof Stale) return;
-  const box = $("alert");
-  box.replaceChildren();
+  const box = $(nearRun ? "run-alert" : "alert");
+  clearError();
   const title = el("strong", {}, err instanceof ApiError ? `Error (${err.code})` : "Error");
   const text = el("span", { class: "alert-message" }, ` ${err.message}`);
   box.append(title, text);
@@ -129,18 +135,21 @@ function showError(err) {
     box.append(el("span", {}, ` Try again in ${err.retryAfter} s.`));
   }
   if (!(err instanceof ApiError)) console.error(err);
+  if (focus) box.focus();
 }
 
 function clearError() {
   $("alert").replaceChildren();
+  $("run-alert").replaceChildren();
 }
 
 function fail(message, field) {
+  if (state.quiet) return null; // a preview while the analyst types: no alert, no focus move
   if (field) {
     field.setAttribute("aria-invalid", "true");
     field.focus();
   }
-  showError(new ApiError("invalid_input", message, 0));
+  showError(new ApiError("invalid_input", message, 0), { nearRun: Boolean(field?.closest("#query-form")) });
   return null;
 }
 
@@ -355,7 +364,9 @@ function resetDataset(clearSelect = true) {
     $("dataset").disabled = true;
   }
   $("dataset-description").textContent = "";
+  $("cost-result").textContent = "";
   $("schema-table").hidden = true;
+  $("expected-error").textContent = "";
   showBudget(null);
   for (const id of ["cost-button", "run-button", "history-refresh"]) $(id).disabled = true;
   $("cost-result").textContent = "";
@@ -378,6 +389,8 @@ async function loadDataset(name) {
     showBudget(data.budget);
     fillQueryForm();
     for (const id of ["cost-button", "run-button", "history-refresh"]) $(id).disabled = false;
+    updateRunLabel();
+    previewError();
     await refreshHistory();
   } catch (err) {
     if (err instanceof Stale) return;
@@ -423,6 +436,7 @@ function showBudget(budget) {
     words += ` · δ ${fmt(Number(budget.remaining?.delta ?? budget.delta))} of ${fmt(Number(budget.delta))} left`;
   }
   text.textContent = words;
+  updateRunLabel();
 }
 
 function updateRemaining(remaining) {
@@ -494,16 +508,34 @@ function fillFilterValues() {
   $("filter-value").disabled = disabled;
 }
 
+// The Run button's words, and whether it can run: off while a run is under way, and off
+// (with the reason beside it) when the budget left cannot pay the ε chosen for a real run.
 function updateRunLabel() {
   const button = $("run-button");
   const eps = Number($("epsilon").value);
+  const chosen = $("epsilon").value.trim() !== "" && Number.isFinite(eps) && eps > 0;
+  let meaning = "";
+  if (chosen && eps <= 10) meaning = `With ε ${fmtEpsilon(eps)}: at most ${fmt(Math.exp(eps))} times as likely.`;
+  else if (chosen) meaning = `With ε above 10 that is more than ${fmt(Math.round(Math.exp(10)))} times: a weak promise.`;
+  $("epsilon-meaning").textContent = meaning;
+  let reason = "";
   if ($("twin").checked) {
     button.textContent = "Run on the synthetic twin (free)";
-  } else if ($("epsilon").value.trim() !== "" && Number.isFinite(eps) && eps > 0) {
+  } else if (chosen) {
     button.textContent = `Run — spends ε ${fmtEpsilon(eps)} of your budget`;
+    const budget = state.dataset?.budget;
+    const left = budget ? Number(untag(budget.remaining?.epsilon ?? budget.epsilon)) : NaN;
+    if (Number.isFinite(left) && eps > left + 1e-12) {
+      reason = left > 1e-12
+        ? `Run is off: ε ${fmtEpsilon(eps)} is more than the ε ${fmtEpsilon(left)} your budget has ` +
+          `left. Lower ε to at most ${fmtEpsilon(left)}, or try the synthetic twin (free).`
+        : "Run is off: your budget on this dataset is spent. The synthetic twin (free) still runs.";
+    }
   } else {
     button.textContent = "Run — spends ε of your budget";
   }
+  $("run-reason").textContent = reason;
+  button.disabled = !state.dataset || state.running || reason !== "";
 }
 
 function number(input, what) {
@@ -515,7 +547,9 @@ function number(input, what) {
 
 // The query spec as the service takes it (QuerySpec.to_dict), or null after an error.
 function buildQuery() {
-  for (const node of document.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+  if (!state.quiet) {
+    for (const node of document.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+  }
   const kind = $("kind").value;
   const c = column($("column").value);
   const k = state.kinds.get(kind);
@@ -609,16 +643,59 @@ async function cost() {
     text += data.affordable ? "; your budget can pay it" : "; your budget cannot pay it";
     if (data.remaining) text += ` (ε ${fmtEpsilon(data.remaining.epsilon)} left).`;
     if ($("twin").checked) text += " On the synthetic twin it is free.";
-    $("cost-result").textContent = text;
+    const bar = expectedError(data.expected_error);
+    $("cost-result").replaceChildren(text, ...(bar ? [el("br"), `Expected error: ${bar}`] : []));
     updateRemaining(data.remaining);
   } catch (err) {
     $("cost-result").textContent = "";
-    showError(err);
+    showError(err, { nearRun: true, focus: true });
+  }
+}
+
+// -- the error bar before spending -----------------------------------------------------
+// The dry run states the answer's error bar from public parameters only (ε, bounds, bins,
+// level: nothing read, nothing charged), so the ε field can say what the chosen ε buys.
+// It is asked again, after a pause, whenever the query changes; the old line stays until
+// the new one comes (no layout shift under a pointer on its way to Cost or Run).
+
+function expectedError(expected) {
+  return expected && typeof expected.text === "string" ? expected.text : null;
+}
+
+function previewError() {
+  clearTimeout(state.previewTimer);
+  state.previewTimer = setTimeout(showExpectedError, 300);
+}
+
+async function showExpectedError() {
+  if (!state.dataset) return;
+  state.quiet = true;
+  let query;
+  try {
+    query = buildQuery();
+  } finally {
+    state.quiet = false;
+  }
+  const asked = ++state.previewSeq;
+  const show = (text) => {
+    if (asked === state.previewSeq) $("expected-error").textContent = text;
+  };
+  if (!query) {
+    show(""); // incomplete: the checks speak when the analyst asks for a cost or a run
+    return;
+  }
+  try {
+    const data = await api(datasetPath("dry-run"), { method: "POST", body: { query } });
+    const bar = expectedError(data.expected_error);
+    show(bar ? `Expected error at this ε, before spending: ${bar}.` : "");
+  } catch {
+    show(""); // a refused query says why when it is costed or run
   }
 }
 
 async function run() {
   clearError();
+  $("cost-result").textContent = ""; // the cost and budget it quoted are out of date after a run
   if (!state.dataset) return;
   const query = buildQuery();
   if (!query) return;
@@ -627,8 +704,8 @@ async function run() {
   // A run the network lost is retried under the same key, so the service charges it once.
   const idempotencyKey = state.lastRun?.text === text ? state.lastRun.idempotencyKey : newIdempotencyKey();
   state.lastRun = null;
-  const button = $("run-button");
-  button.disabled = true;
+  state.running = true;
+  updateRunLabel();
   $("result").setAttribute("aria-busy", "true");
   try {
     const data = await api(datasetPath("query"), { method: "POST", body, idempotencyKey });
@@ -636,10 +713,11 @@ async function run() {
     updateRemaining(data.remaining);
   } catch (err) {
     if (err instanceof ApiError && err.status === 0) state.lastRun = { text, idempotencyKey };
-    showError(err);
+    showError(err, { nearRun: true, focus: true });
     if (err instanceof ApiError && err.status >= 400) await refreshBudget();
   } finally {
-    button.disabled = !state.dataset;
+    state.running = false;
+    updateRunLabel();
     $("result").removeAttribute("aria-busy");
   }
   await refreshHistory();
@@ -688,11 +766,29 @@ function renderAnswer(data, query) {
   }
   const spent = data.twin ? "as if spending" : "spent";
   const facts = `Mechanism ${release.mechanism ?? "—"} · ${spent} ε ${fmtEpsilon(release.epsilon)}` +
-    (Number(release.delta) > 0 ? ` and δ ${fmt(release.delta)}` : "") +
-    ` · the ${level} interval covers the exact answer with ${level} probability over the noise.`;
+    (Number(release.delta) > 0 ? ` and δ ${fmt(release.delta)}` : "") + ` · ${coverage(release, level)}`;
   parts.push(el("p", { class: "hint" }, facts));
   out.classList.toggle("synthetic", Boolean(data.twin));
   out.replaceChildren(...parts);
+}
+
+// What the release promises at its level: an interval's coverage, or (a quantile, chosen by
+// the exponential mechanism from a grid) a bound on the rank error, as the CLI states it.
+function coverage(release, level) {
+  if (release.ci !== null && release.ci !== undefined) {
+    return `the ${level} interval covers the exact answer with ${level} probability over the noise.`;
+  }
+  const rank = rankError(release);
+  if (rank) return `the rank error is at most ${rank} with ${level} probability over the noise.`;
+  return "this statistic has no confidence interval.";
+}
+
+function rankError(release) {
+  const r = Number(untag(release.details?.rank_error));
+  if (!Number.isFinite(r)) return null;
+  const rows = Math.round(r);
+  const step = Number(untag(release.details?.resolution));
+  return `${fmt(rows)} ${rows === 1 ? "row" : "rows"}` + (Number.isFinite(step) ? ` (grid step ${fmt(step)})` : "");
 }
 
 function ciOf(ci) {
@@ -708,8 +804,16 @@ function scalarAnswer(release, level) {
   const parts = [];
   const dl = el("dl", { class: "answer" });
   dl.append(el("dt", {}, "Answer"), el("dd", { class: "answer-value", id: "answer-value" }, fmt(value)));
-  dl.append(el("dt", {}, `${level} confidence interval`));
-  dl.append(el("dd", { class: "answer-ci", id: "answer-ci" }, ci ? `${fmt(ci[0])} to ${fmt(ci[1])}` : "none for this statistic"));
+  const rank = ci ? null : rankError(release);
+  if (rank) {
+    // No interval around a value picked from a grid: its error is in rows of the sorted data.
+    dl.append(el("dt", {}, `Rank error (${level})`));
+    dl.append(el("dd", { class: "answer-ci", id: "answer-rank-error" },
+      `at most ${rank}: the answer's place in the sorted data is within that many rows of the exact one's`));
+  } else {
+    dl.append(el("dt", {}, `${level} confidence interval`));
+    dl.append(el("dd", { class: "answer-ci", id: "answer-ci" }, ci ? `${fmt(ci[0])} to ${fmt(ci[1])}` : "none for this statistic"));
+  }
   parts.push(dl);
   if (ci && typeof value === "number" && Number.isFinite(value)) parts.push(errorBar(value, ci, level));
   return parts;
@@ -962,6 +1066,11 @@ function start() {
     run();
   });
   $("query-form").addEventListener("input", (event) => event.target.removeAttribute("aria-invalid"));
+  // A changed query has another cost: the line quoting the old one goes.
+  for (const type of ["input", "change"]) {
+    $("query-form").addEventListener(type, () => { $("cost-result").textContent = ""; });
+    $("query-form").addEventListener(type, previewError);
+  }
   fillFilterValues();
   updateRunLabel();
   loadKinds();

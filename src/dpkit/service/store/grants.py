@@ -19,6 +19,7 @@ import contextlib
 import json
 import math
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -26,9 +27,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from dpkit._checks import WEAK_EPSILON
 from dpkit.accounting.budget import Amount, Budget
 from dpkit.accounting.ledger import NewRow, Row, Transaction, level_from_json
-from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError
+from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError, PrivacyWarning
 from dpkit.service.store._database import (
     REQUEST_KEY,
     ConflictError,
@@ -44,6 +46,17 @@ from dpkit.service.store._database import (
 )
 from dpkit.service.store.audit import audit_row
 from dpkit.service.store.keys import analyst_row
+
+
+def weak_grant_warning(total: Budget) -> str | None:
+    """The warning a grant above ε = 10 carries (as a query's epsilon does), else None."""
+    if total.epsilon_exact <= WEAK_EPSILON:
+        return None
+    return (
+        f"the grant's epsilon={total.epsilon:g} is above {WEAK_EPSILON:g}: the guarantee is "
+        "weak (the analyst's answers together can change the odds of an outcome by a factor "
+        f"up to e^{total.epsilon:g}). Grant a smaller epsilon for anything that is published."
+    )
 
 
 class Grants(Database):
@@ -75,7 +88,8 @@ class Grants(Database):
         together raise it once). A grant never shrinks: spent budget stays spent, and what
         is given stays given. ``cap`` bounds the sum of every analyst's grant on the
         dataset (analysts who pool their answers compose): a grant that would pass it
-        raises :class:`ConflictError` and changes nothing.
+        raises :class:`ConflictError` and changes nothing. A grant that grows above
+        ε = 10 warns (:class:`~dpkit.errors.PrivacyWarning`, :func:`weak_grant_warning`).
         """
         _name(analyst, "analyst")
         _name(dataset, "dataset")
@@ -135,6 +149,9 @@ class Grants(Database):
                     "total_delta": total.delta,
                 },
             )
+        weak = weak_grant_warning(total)
+        if weak is not None:
+            warnings.warn(weak, PrivacyWarning, stacklevel=2)
         return total
 
     def _granted(self, conn: sa.Connection, dataset: str) -> Budget:

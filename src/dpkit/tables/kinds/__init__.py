@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dpkit.errors import InvalidParameterError
-from dpkit.tables.kinds.base import COMMON, Kind, Parameter, QueryKind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, Parameter, QueryKind, parameter
 from dpkit.tables.kinds.count import COUNT
 from dpkit.tables.kinds.histogram import HISTOGRAM
 from dpkit.tables.kinds.histogram2d import HISTOGRAM2D
@@ -42,10 +42,12 @@ from dpkit.tables.validation import TableContext, ValidatedQuery, check_common
 __all__ = [
     "COMMON",
     "REGISTRY",
+    "ExpectedError",
     "Kind",
     "Parameter",
     "QueryKind",
     "describe",
+    "expected_error",
     "kind",
     "parameter",
     "register",
@@ -110,6 +112,16 @@ def validate(spec: Any, ctx: TableContext) -> ValidatedQuery:
         raise InvalidParameterError(f"unknown query {spec.kind!r}; use one of {', '.join(_KINDS)}.")
     common = check_common(spec, ctx, needs_column=query_kind.column_required)
     return query_kind.validate(spec, ctx, common)
+
+
+def expected_error(query: ValidatedQuery, level: float | None = None) -> ExpectedError:
+    """The error bar a validated query's release will have, before anything is spent.
+
+    Its kind's ``expected_error``: a pure function of public parameters (ε, δ,
+    bounds, bins, ``level``, ``k``); no data is read, so it is the same on any
+    two neighbouring tables and may be shown before the charge (dry runs).
+    """
+    return _KINDS[query.spec.kind].expected_error(query, level)
 
 
 def describe() -> list[dict[str, Any]]:

@@ -12,7 +12,10 @@ only what the kind needs), and four steps:
 * ``cost(query)`` — the privacy event (a :class:`~dpkit.accounting.Budget`);
 * ``release(query, engine, rng)`` — the only step that reads data; the proof
   (guarantee, neighbouring relation, sensitivity argument) is ``proof``, the
-  docstring of the module that defines the release.
+  docstring of the module that defines the release;
+* ``expected_error(query, level)`` — the error bar the release will have
+  (:class:`ExpectedError`), said before anything is spent: a pure function of
+  public parameters (ε, δ, bounds, bins, level, ``k``), reading no data.
 
 :class:`Kind` is the one implementation the built-in kinds use; the registry
 (:data:`dpkit.tables.kinds.REGISTRY`) accepts any object with these attributes.
@@ -24,13 +27,63 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from dpkit._checks import check_level
 from dpkit.accounting import Budget
 from dpkit.tables.engines.base import Engine
 from dpkit.tables.validation import TableContext, ValidatedQuery
 
-__all__ = ["COMMON", "Kind", "Parameter", "QueryKind", "label_with", "parameter"]
+__all__ = ["COMMON", "ExpectedError", "Kind", "Parameter", "QueryKind", "label_with", "parameter"]
 
 _REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class ExpectedError:
+    """The error bar a query's release will have, known before spending (public parameters only).
+
+    With probability at least ``level`` (per released value):
+
+    * ``half_width``: the answer is within ``± half_width`` of the exact
+      (clipped) answer, in the answer's units (``unit="value"``), or its rank
+      is within that many rows of the target's (``unit="rows"``, quantiles),
+      or the chosen value's count is within that many of the largest
+      (``unit="count"``, mode);
+    * ``per_row``: the error is about ``per_row / n`` for ``n`` rows counted
+      (means), or ``sqrt(per_row / n)`` (standard deviations); ``n`` is
+      private, so the bar is stated as a function of it;
+    * neither: no public bar (a data-adaptive histogram method); ``text`` says so.
+
+    ``text`` is the sentence the web page and the CLI show.
+    """
+
+    level: float
+    text: str
+    half_width: float | None = None
+    per_row: float | None = None
+    unit: str = "value"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (what the dry run returns as ``expected_error``)."""
+        return {
+            "level": self.level,
+            "half_width": self.half_width,
+            "per_row": self.per_row,
+            "unit": self.unit,
+            "text": self.text,
+        }
+
+
+def percent(level: float) -> str:
+    """``0.95`` -> ``"95%"`` (``"99.5%"`` when it needs a decimal)."""
+    return f"{level * 100:.4g}%"
+
+
+def amount(x: float) -> str:
+    """A half-width for a sentence: 3 significant digits, no exponent below a trillion."""
+    rounded = float(f"{x:.3g}")
+    if 1000 <= abs(rounded) < 1e12:
+        return f"{rounded:,.0f}"
+    return f"{rounded:.3g}"
 
 
 @dataclass(frozen=True)
@@ -162,6 +215,9 @@ class QueryKind(Protocol):
 
     def release(self, query: Any, engine: Engine, rng: Any) -> Any: ...
 
+    def expected_error(self, query: Any, level: float | None = None) -> ExpectedError:
+        """The release's error bar from public parameters only (no data read)."""
+
 
 def label_with(head: str, query: ValidatedQuery) -> str:
     """``head`` followed by the public filter and grouping (every kind's ledger label)."""
@@ -186,8 +242,9 @@ def label_with(head: str, query: ValidatedQuery) -> str:
 class Kind:
     """A query kind built from functions (what the built-in kinds are).
 
-    ``validate_query(spec, ctx, common)`` and ``release_query(query, engine,
-    rng)`` are the kind's module functions; ``head(query)`` the start of its
+    ``validate_query(spec, ctx, common)``, ``release_query(query, engine,
+    rng)`` and ``error(query, level)`` (its :class:`ExpectedError`) are the
+    kind's module functions; ``head(query)`` the start of its
     ledger label (default ``kind(column)``); ``module_doc`` the docstring of
     the module holding the release (the proof).
     """
@@ -203,6 +260,7 @@ class Kind:
     column: str = "column"
     column_required: bool = True
     head: Callable[[Any], str] | None = None
+    error: Callable[[Any, float], ExpectedError] | None = None
 
     @property
     def proof(self) -> str:
@@ -223,3 +281,10 @@ class Kind:
 
     def release(self, query: Any, engine: Engine, rng: Any) -> Any:
         return self.release_query(query, engine, rng)
+
+    def expected_error(self, query: Any, level: float | None = None) -> ExpectedError:
+        """The release's error bar at ``level`` (default: the query's), from public parameters."""
+        level = query.level if level is None else check_level(level)
+        if self.error is None:
+            return ExpectedError(level, "no error bar is known for this kind before it runs.")
+        return self.error(query, level)

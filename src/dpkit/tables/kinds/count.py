@@ -6,8 +6,13 @@ counts: each row is in one group) has ℓ1 sensitivity ``k``; two-sided
 geometric noise of scale ``k/ε`` makes it ε-DP. With ``keys="private"`` the
 released keys are those whose noisy count reaches the partition threshold;
 the same noisy counts are the answers, so the whole release is (ε, δ)-DP.
-The CI is ``value ± half_width`` (exact for the geometric noise, public),
-with the lower end at least 0.
+Released values and intervals agree (post-processing of the noisy count
+``x``, :func:`nonnegative`): a count is never negative, so the value is
+``max(x, 0)`` and the CI is ``x ± half_width`` (exact for the geometric noise,
+public) intersected with ``[0, ∞)``: ``(max(x - h, 0), max(x + h, 0))``. It
+contains the released value and covers the true count whenever ``x ± h``
+does. (A sum of released counts is therefore biased up where counts are
+near 0; ``docs/queries.md``, "Values and intervals".)
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, Kind
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, amount, percent
 from dpkit.tables.validation import TableContext, ValidatedQuery, count_value
 
 
@@ -30,6 +36,24 @@ class CountQuery(ValidatedQuery):
 
 def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> CountQuery:
     return CountQuery(statistic="count", value=count_value(ctx, spec.column), **common)
+
+
+def nonnegative(
+    noisy: NDArray[np.int64], half_width: float
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+    """Noisy counts and their intervals, made to agree with ``count >= 0`` (post-processing).
+
+    Returns ``max(x, 0)`` and ``(max(x - h, 0), max(x + h, 0))``: the interval
+    ``x ± h`` intersected with the counts' range, so it still covers the true
+    count whenever ``x ± h`` does, and ``lo <= value <= hi`` always holds.
+    It reads only the noisy counts and public ``h``, so it costs nothing.
+    """
+    x = np.asarray(noisy, dtype=np.int64)
+    return (
+        np.maximum(x, 0),
+        np.maximum(x - half_width, 0.0).astype(np.float64),
+        np.maximum(x + half_width, 0.0).astype(np.float64),
+    )
 
 
 def release(v: CountQuery, engine: Engine, rng: Any) -> Any:
@@ -52,10 +76,20 @@ def release(v: CountQuery, engine: Engine, rng: Any) -> Any:
         keep = np.ones(counts.size, dtype=bool)
     h = mech.half_width(v.level)
     details["half_width"] = h
-    values = [int(x) for x in noisy[keep]]
-    cis = [(max(x - h, 0.0), x + h) for x in values]
+    released, lows, highs = nonnegative(noisy[keep], h)
+    values = [int(x) for x in released]
+    cis = list(zip(lows.tolist(), highs.tolist()))
     kept = [key for key, ok in zip(keys, keep) if ok]
     return G.finish(v, kept, values, cis, "geometric", details)
+
+
+def expected_error(v: CountQuery, level: float) -> ExpectedError:
+    """``± half_width`` of the geometric noise at ``level``: ε, ``k`` and the level only."""
+    from dpkit.mechanisms import Geometric
+
+    h = Geometric(epsilon=v.epsilon, sensitivity=v.max_contributions).half_width(level)
+    each = " on each group's count" if v.grouping is not None else ""
+    return ExpectedError(level, f"± {amount(h)}{each} ({percent(level)})", half_width=h)
 
 
 COUNT = Kind(
@@ -70,8 +104,10 @@ COUNT = Kind(
     composition). With ``keys="private"``, (ε, δ)-DP: only keys whose
     noisy count reaches :func:`~dpkit.tables.queries.partition_threshold`
     are released, the same noisy counts being the answers.
-    ``ci``: ``value ± half_width`` (exact for the geometric noise), with
-    the lower end at least 0.
+    ``ci``: ``value ± half_width`` (exact for the geometric noise), within
+    ``[0, ∞)``: a negative noisy count is released as 0 with the interval
+    ``(0, max(x + half_width, 0))``, so the value always lies in its interval
+    (``docs/queries.md``, "Values and intervals").
     """,
     parameters=COMMON,
     query_type=CountQuery,
@@ -79,6 +115,7 @@ COUNT = Kind(
     release_query=release,
     module_doc=__doc__ or "",
     column_required=False,
+    error=expected_error,
 )
 
-__all__ = ["COUNT", "CountQuery", "release", "validate"]
+__all__ = ["COUNT", "CountQuery", "expected_error", "nonnegative", "release", "validate"]

@@ -25,7 +25,8 @@ from dpkit.histograms.labels import bin_labels
 from dpkit.histograms.methods import PUBLISHERS_1D, publisher
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, amount, parameter, percent
+from dpkit.tables.kinds.count import nonnegative
 from dpkit.tables.kinds.mode import domain_slots
 from dpkit.tables.validation import (
     TableContext,
@@ -37,7 +38,14 @@ from dpkit.tables.validation import (
     public_domain,
 )
 
-__all__ = ["HISTOGRAM", "HistogramQuery", "release", "unit_epsilon", "validate"]
+__all__ = [
+    "HISTOGRAM",
+    "HistogramQuery",
+    "expected_error",
+    "release",
+    "unit_epsilon",
+    "validate",
+]
 
 #: Methods that take ``max_count``: StructureFirst's F; for ``auto``, the bound on rows.
 _MAX_COUNT_METHODS = ("structure_first", "auto")
@@ -188,7 +196,9 @@ def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
                 key = "max_records" if v.method == "auto" else "max_count"
                 kwargs[key] = v.max_count
             published = publish(row, eps_unit, **kwargs)
-            values.append(np.asarray(published.estimates))
+            # A bin's count is never negative (post-processing); the unclipped
+            # estimates stay in details["published"] for unbiased range queries.
+            values.append(np.maximum(np.asarray(published.estimates), 0.0))
             cis.append(None)
         details.update(
             method=v.method,
@@ -204,11 +214,34 @@ def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
                 counts.shape
             )
             for row in noisy:
-                values.append(row)
-                cis.append((np.maximum(row - h, 0.0), row + h))
+                released, lows, highs = nonnegative(row, h)
+                values.append(released)
+                cis.append((lows, highs))
         details.update(half_width=h, scale=mech.scale)
         mechanism = "geometric"
     return G.finish(v, keys, values, cis, mechanism, details)
+
+
+def expected_error(v: HistogramQuery, level: float) -> ExpectedError:
+    """Each bin's ``± half_width`` (geometric noise: ε, ``k``, level); none for a ``method``.
+
+    A :mod:`dpkit.histograms` method adapts its partition to the data, so its
+    per-bin error is not known before it runs (its published histogram states
+    range errors after).
+    """
+    from dpkit.mechanisms import Geometric
+
+    if v.method is not None:
+        return ExpectedError(
+            level,
+            f"method {v.method!r} adapts to the data: its error bars come with the answer "
+            "(no public bar before it runs)",
+        )
+    eps = G.selection_split(v, v.epsilon)[1]
+    h = Geometric(epsilon=eps, sensitivity=v.max_contributions).half_width(level)
+    return ExpectedError(
+        level, f"± {amount(h)} on each bin's count ({percent(level)})", half_width=h
+    )
 
 
 _HIST_DOC = """Noisy counts per public bin (numeric ``edges``, or ``bins`` over ``bounds``) or per domain value.
@@ -218,14 +251,20 @@ _HIST_DOC = """Noisy counts per public bin (numeric ``edges``, or ``bins`` over 
     sensitivity 1 (``k``): geometric noise of scale ``k/ε`` on every bin
     is ε-DP for the whole histogram (parallel composition over bins).
     ``value`` is the array of noisy counts, ``ci`` a pair of arrays (each
-    bin's own interval); ``details`` has the edges or labels.
+    bin's own interval, ``value ± half_width``); ``details`` has the edges
+    or labels. A bin's count is never negative: a negative noisy count ``x``
+    is released as 0 with the interval ``(0, max(x + half_width, 0))``
+    (post-processing), so every value lies in its own interval
+    (``docs/queries.md``, "Values and intervals").
 
     ``method`` in ``dpkit.histograms.methods.PUBLISHERS_1D`` hands the exact counts to
     :mod:`dpkit.histograms` instead (with ``ε/k``: group privacy turns an
     ε/k-DP publication for one-row changes into ε-DP for ``k`` rows);
-    ``value`` is then its estimates, ``ci`` is ``None`` and
-    ``details["published"]`` is the published histogram (range queries,
-    error estimates). ``method="structure_first"`` needs ``max_count``, a
+    ``value`` is then its estimates with negative ones raised to 0, ``ci``
+    is ``None`` (the publishers state errors per range, not per bin) and
+    ``details["published"]`` is the published histogram (unclipped, unbiased
+    estimates for range queries, error estimates).
+    ``method="structure_first"`` needs ``max_count``, a
     public upper bound on any bin's count (checked before the charge);
     ``method="auto"`` (the workload-aware default of
     :func:`dpkit.histograms.auto`, for range queries) takes ``max_count`` as
@@ -269,4 +308,5 @@ HISTOGRAM = Kind(
     validate_query=validate,
     release_query=release,
     module_doc=__doc__ or "",
+    error=expected_error,
 )

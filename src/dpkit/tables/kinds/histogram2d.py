@@ -21,7 +21,7 @@ from dpkit.errors import InvalidParameterError
 from dpkit.histograms.methods import PUBLISHERS_2D, publisher
 from dpkit.release import Release
 from dpkit.tables.engines.base import Engine, Value
-from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, parameter
 from dpkit.tables.kinds.histogram import unit_epsilon
 from dpkit.tables.validation import (
     TableContext,
@@ -32,7 +32,7 @@ from dpkit.tables.validation import (
     numeric_value,
 )
 
-__all__ = ["HISTOGRAM2D", "Histogram2DQuery", "release", "validate"]
+__all__ = ["HISTOGRAM2D", "Histogram2DQuery", "expected_error", "release", "validate"]
 
 HISTOGRAM2D_DEFAULT = next(iter(PUBLISHERS_2D))  # auto2d
 #: DAWA's partition step is quadratic in the cells: about a minute at this size.
@@ -128,7 +128,9 @@ def release(v: Histogram2DQuery, engine: Engine, rng: Any) -> Release:
         common["n_records"] = v.n_records
     published = publisher(v.method, dims=2).publish(counts, eps, **common)
     return Release(
-        value=published.estimates,
+        # A cell's count is never negative (post-processing); the unclipped
+        # estimates stay in details["published"] for unbiased rectangle queries.
+        value=np.maximum(np.asarray(published.estimates), 0.0),
         epsilon=v.epsilon,
         delta=0.0,
         ci=None,
@@ -142,6 +144,15 @@ def release(v: Histogram2DQuery, engine: Engine, rng: Any) -> Release:
             "published": published,
             "clipped": "values beyond the outer edges count in the end cells of their axis",
         },
+    )
+
+
+def expected_error(v: Histogram2DQuery, level: float) -> ExpectedError:
+    """No public per-cell bar: the 2-D publishers state errors per rectangle, after the run."""
+    return ExpectedError(
+        level,
+        f"method {v.method!r} states error bars per rectangle with the answer "
+        "(no per-cell bar before it runs)",
     )
 
 
@@ -165,9 +176,12 @@ HISTOGRAM2D = Kind(
     one cell (values clipped to the outer edges; a row missing either
     value follows the columns' null policies), so the grid of counts has
     ℓ1 sensitivity ``k`` and the publisher runs with ε/k (group privacy).
-    ``value`` is the ``(nx, ny)`` array of cell estimates;
-    ``details["published"]`` is the :class:`~dpkit.histograms.PublishedGrid`
-    (rectangle queries with error bars, ``.plot()`` for a heat map).
+    ``value`` is the ``(nx, ny)`` array of cell estimates, negative ones
+    raised to 0 (a count is never negative; ``docs/queries.md``, "Values and
+    intervals"); ``ci`` is ``None`` (the publishers state errors per
+    rectangle, not per cell); ``details["published"]`` is the
+    :class:`~dpkit.histograms.PublishedGrid` (unclipped, unbiased estimates
+    for rectangle queries with error bars, ``.plot()`` for a heat map).
     """,
     parameters=(
         COMMON[0],  # epsilon
@@ -215,6 +229,7 @@ HISTOGRAM2D = Kind(
     ),
     query_type=Histogram2DQuery,
     validate_query=validate,
+    error=expected_error,
     release_query=release,
     module_doc=__doc__ or "",
     column="x",

@@ -19,7 +19,7 @@ import numpy as np
 
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, parameter, percent
 from dpkit.tables.validation import (
     TableContext,
     ValidatedQuery,
@@ -29,7 +29,7 @@ from dpkit.tables.validation import (
 )
 from dpkit.tables.values import from_engine
 
-__all__ = ["MODE", "ModeQuery", "domain_slots", "release", "validate"]
+__all__ = ["MODE", "ModeQuery", "domain_slots", "expected_error", "release", "validate"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,18 @@ def release(v: ModeQuery, engine: Engine, rng: Any) -> Any:
     return G.finish(v, keys, labels, [None] * len(keys), "exponential", details)
 
 
+def expected_error(v: ModeQuery, level: float) -> ExpectedError:
+    """How many rows fewer the chosen value may have than the mode: ε, the domain, ``k``, level."""
+    eps_em = G.selection_split(v, v.epsilon)[1]
+    rows = v.max_contributions / eps_em * math.log(len(v.domain) / (1 - level))
+    return ExpectedError(
+        level,
+        f"its count within {rows:,.0f} rows of the most frequent value's ({percent(level)})",
+        half_width=rows,
+        unit="count",
+    )
+
+
 MODE = Kind(
     name="mode",
     summary="The most frequent value of a public domain, by the exponential mechanism.",
@@ -114,4 +126,5 @@ MODE = Kind(
     validate_query=validate,
     release_query=release,
     module_doc=__doc__ or "",
+    error=expected_error,
 )

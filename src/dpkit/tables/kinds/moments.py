@@ -31,7 +31,7 @@ from dpkit.errors import InvalidParameterError
 from dpkit.tables import groups as G
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Engine, Rows
-from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, amount, parameter, percent
 from dpkit.tables.validation import (
     MAX_ROWS_PER_GROUP,
     TableContext,
@@ -47,6 +47,7 @@ __all__ = [
     "VARIANCE",
     "MomentQuery",
     "check_moment_range",
+    "expected_error",
     "moment_scale",
     "private_bounds",
     "release",
@@ -260,6 +261,68 @@ def release(v: MomentQuery, engine: Engine, rng: Any) -> Any:
     )
 
 
+def expected_error(v: MomentQuery, level: float) -> ExpectedError:
+    """The moment's error bar from ε, the bounds, ``k`` and the level only (no data).
+
+    A sum: ``± half_width`` of its Laplace noise (the same mechanism the release
+    builds). A mean or variance divides by the private row count ``n``, so the
+    bar is ``per_row / n`` to first order (the worst case over the data of the
+    linearised error, :func:`~dpkit.tables.queries.mean_split` and
+    :func:`~dpkit.tables.queries.variance_split`), never more than the bounds
+    allow; a std's is the square root of its variance's. With
+    ``bounds="private"`` the whole coarse range stands in for the bounds to be
+    bought (a bar the bought bounds can only shrink).
+    """
+    from dpkit.mechanisms import Geometric, Laplace
+
+    kind, grouping, k = v.statistic, v.grouping, v.max_contributions
+    private_keys = grouping is not None and grouping.private
+    eps = v.epsilon
+    if v.private_bounds:
+        grid = Q.coarse_grid(v.coarse_range)
+        bounds = (float(grid[0]), float(grid[-1]))
+        eps = Q.split_epsilon(eps, [Q.PRIVATE_BOUNDS_FRACTION, 1 - Q.PRIVATE_BOUNDS_FRACTION])[1]
+        note = ", at most: bounds='private' buys them first and the bar shrinks to theirs"
+    else:
+        assert v.bounds is not None
+        bounds, note = v.bounds, ""
+    _, radius = moment_scale(bounds, kind)
+    size = 1 if grouping is None or private_keys else max(len(grouping.keys or ()), 1)
+    changed = k if private_keys else min(k, size)
+
+    def noise(e: float, p: int, part: float) -> float:
+        bound = radius**p + Q.sum_grid(radius**p) / 2
+        mech = Laplace(epsilon=e, sensitivity=k * bound, size=size, changed=changed)
+        return mech.half_width(part)
+
+    def count_noise(e: float, part: float) -> float:
+        return Geometric(epsilon=e, sensitivity=k).half_width(part)
+
+    each = " per group" if grouping is not None else ""
+    tail = f"{each}{note} ({percent(level)})"
+    if kind == "sum":
+        h = noise(G.selection_split(v, eps)[1], 1, level)
+        return ExpectedError(level, f"± {amount(h)}{tail}", half_width=h)
+    if kind == "mean":
+        eps_sum, eps_count = Q.mean_split(eps)
+        part = 1 - (1 - level) / 2
+        per_row = noise(eps_sum, 1, part) + radius * count_noise(eps_count, part)
+        text = f"± about {amount(per_row)}/n for n rows{tail}, at most ± {amount(2 * radius)}"
+        return ExpectedError(level, text, per_row=per_row)
+    eps_q, eps_s, eps_c = Q.variance_split(eps)
+    part = 1 - (1 - level) / 3
+    per_row = (
+        noise(eps_q, 2, part)
+        + 2 * radius * noise(eps_s, 1, part)
+        + radius**2 * count_noise(eps_c, part)
+    )
+    if kind == "std":
+        text = f"± about √({amount(per_row)}/n) for n rows{tail}, at most ± {amount(radius)}"
+    else:
+        text = f"± about {amount(per_row)}/n for n rows{tail}, at most ± {amount(radius**2)}"
+    return ExpectedError(level, text, per_row=per_row)
+
+
 _BOUNDS = parameter(
     "bounds",
     "(lo, hi): public clipping bounds (else the schema's), or 'private' to spend 25% of "
@@ -279,6 +342,7 @@ def _moment(name: str, doc: str) -> Kind:
         validate_query=validate,
         release_query=release,
         module_doc=__doc__ or "",
+        error=expected_error,
     )
 
 

@@ -25,7 +25,7 @@ from dpkit.errors import InvalidParameterError
 from dpkit.tables import groups as G
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, Kind, parameter
+from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, parameter, percent
 from dpkit.tables.validation import (
     TableContext,
     ValidatedQuery,
@@ -42,6 +42,7 @@ __all__ = [
     "QuantileQuery",
     "check_grid_size",
     "check_q",
+    "expected_error",
     "release",
     "validate",
 ]
@@ -146,6 +147,26 @@ def release(v: QuantileQuery, engine: Engine, rng: Any) -> Any:
     return G.finish(v, keys, values, [None] * len(keys), _PF, details)
 
 
+def expected_error(v: QuantileQuery, level: float) -> ExpectedError:
+    """The rank error (in rows) at ``level``: ε, ``q``, the grid size and ``k`` only.
+
+    No bar in value units exists without the data (how many rows lie near
+    the answer is private), so this is the bound the release states as
+    ``details["rank_error"]`` (:func:`~dpkit.tables.queries.em_rank_error`).
+    """
+    sensitivity = v.max_contributions * max(v.q, 1.0 - v.q)
+    eps_em = G.selection_split(v, v.epsilon)[1]
+    rows = Q.em_rank_error(eps_em, sensitivity, v.grid_size, level)
+    target = "the median's" if v.q == 0.5 else f"the {v.q:g} quantile's"
+    each = " in each group" if v.grouping is not None else ""
+    return ExpectedError(
+        level,
+        f"rank within ± {rows:,.0f} rows of {target}{each} ({percent(level)})",
+        half_width=rows,
+        unit="rows",
+    )
+
+
 _BOUNDS = parameter(
     "bounds",
     "(lo, hi): the public range of the grid (else the schema's)",
@@ -176,6 +197,7 @@ def _quantile(name: str, q: Any, doc: str) -> Kind:
         release_query=release,
         module_doc=__doc__ or "",
         head=(lambda v: f"quantile({v.spec.column}, q={v.q})") if name == "quantile" else None,
+        error=expected_error,
     )
 
 

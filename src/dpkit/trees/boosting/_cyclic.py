@@ -32,6 +32,7 @@ compose sequentially (adaptively) over rounds x features.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,18 +147,30 @@ def fit_cyclic(
     plan: NoisePlan,
     noise: NDArray[np.int64],
     rng: np.random.Generator,
-) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
-    """The intercept (n_outputs,) and the shape functions (one (n_bins_j, n_outputs) array per feature).
+    advance: Callable[[int], None] | None = None,
+) -> tuple[NDArray[np.float64], list[NDArray[np.float64]], list[NDArray[np.float64]]]:
+    """The intercept (n_outputs,), the shape functions (one (n_bins_j, n_outputs) array per
+    feature) and each shape value's noise standard deviation (same shapes).
 
     ``targets`` (n, n_outputs) are one-hot labels (one column for two
     classes) or the scaled target; ``init`` the public starting intercept;
     ``ordered[j]`` the number of ordered codes of feature j (0 for a
-    categorical feature); ``noise`` one row per release, from ``_noise.draw``.
+    categorical feature); ``noise`` one row per release, from ``_noise.draw``;
+    ``advance`` is called after every round (progress; public: rounds only).
     Every release is padded to the plan's size, so all releases look alike.
+
+    The noise standard deviation is post-processing of the releases: an update
+    moves a segment by learning_rate * (G - c H) / (H + lambda) with the
+    released (noisy) H; holding that H fixed, the noise of G (std
+    ``plan.std``) moves it with std learning_rate * plan.std / (H + lambda).
+    Updates get independent noise, so the variances add up over rounds. A
+    first-order account: it leaves out the noise of H, of the common move c
+    and its feedback through later gradients (``plot_shapes`` says so).
     """
     n, d = codes.shape
     k = targets.shape[1]
     shapes = [np.zeros((int(b), k)) for b in n_bins]
+    variances = [np.zeros((int(b), k)) for b in n_bins]
     intercept = np.array(init, dtype=np.float64).reshape(k)
     scores = np.tile(intercept, (n, 1))
     width = plan.size // (2 * k)
@@ -181,8 +194,12 @@ def fit_cyclic(
             update = (g - common * h) / (h + spec.l2_regularization)
             intercept += spec.learning_rate * common
             shapes[j] += spec.learning_rate * update[seg]
+            step_std = spec.learning_rate * plan.std / (h + spec.l2_regularization)
+            variances[j] += np.square(step_std)[seg]
             scores += spec.learning_rate * (update[rows] + common)
-    return intercept, shapes
+        if advance is not None:
+            advance(1)
+    return intercept, shapes, [np.sqrt(v) for v in variances]
 
 
 def decision_scores(

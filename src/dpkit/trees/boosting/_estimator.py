@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -13,14 +13,18 @@ from dpkit._checks import check_delta, check_epsilon, exact
 from dpkit.accounting.budget import Budget
 from dpkit.accounting.charging import as_accountant
 from dpkit.accounting.composition import largest_rho
-from dpkit.errors import InvalidParameterError
+from dpkit.errors import BudgetExceededError, InvalidParameterError
 from dpkit.privacy import PrivacyReport
 from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
 from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan, release
 from dpkit.trees.engine._budget import randomness
+from dpkit.trees.engine._feedback import fit_progress
 from dpkit.trees.engine._grid import check_n_cuts
 from dpkit.trees.engine._privacy import fit_paid
 from dpkit.trees.engine._sklearn import check_positive_int
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
 AUTO_L2_NOISE_MULTIPLE = 0.5
@@ -79,6 +83,39 @@ class BoostingMixin:
     n_cuts: Any
     accountant: Any
     random_state: Any
+
+    def plot_shapes(self, features: Any = None, *, ncols: int = 3) -> Figure:
+        """One panel per feature: its shape function with a noise band (a Matplotlib Figure).
+
+        The model is F(x) = intercept + sum_j f_j(x_j): panel j draws f_j over
+        the feature's public bins (a step line for a numeric feature, one point
+        per category of its public domain), in log-odds for a classifier (one
+        line per class with three or more classes) and in the target's units
+        for a regressor (before ``predict`` clips to ``target_bounds``). For
+        these cyclic (one feature per update) models the shape is exact: it is
+        the sum of every released update of that feature. The missing-value
+        code is not drawn.
+
+        The band is +-1.96 times each bin's noise standard deviation
+        (``shape_noise_std_``), accumulated over the updates as independent
+        variances: each update's std is learning_rate x the gradient noise std
+        / (the released noisy Hessian sum + lambda). A first-order account (it
+        leaves out the Hessian's own noise and feedback between updates),
+        measured on the released values only.
+
+        Privacy: pure post-processing of the released model (``shapes_``,
+        ``shape_noise_std_``, the public grid); no row is read, no budget
+        spent. ``features``: None (all), or column names / positions;
+        ``ncols``: panels per row. Save with ``fig.savefig("shapes.png")``.
+        """
+        from dpkit.trees.boosting._plot import plot_shapes
+
+        scale, ylabel = self._shape_units()
+        return plot_shapes(self, features, ncols=ncols, scale=scale, ylabel=ylabel)
+
+    def _shape_units(self) -> tuple[float, str]:
+        """(factor from the shapes' units to the plotted units, the y label)."""
+        return 1.0, "contribution to the score"
 
     def _check_boosting_params(self) -> None:
         check_epsilon(self.epsilon)
@@ -195,7 +232,9 @@ class BoostingMixin:
         rnd = randomness(self.random_state)
 
         def run() -> tuple[
-            tuple[NDArray[np.float64], list[NDArray[np.float64]]], BoostingPlan, Any
+            tuple[NDArray[np.float64], list[NDArray[np.float64]], list[NDArray[np.float64]]],
+            BoostingPlan,
+            Any,
         ]:
             n_hat, count_plan = None, None
             if count_share > 0:
@@ -208,22 +247,30 @@ class BoostingMixin:
                 n_hat = float(release(count_plan, rows, draw(count_plan, rnd.mechanism)[0])[0])
             plan = self._boosting_plan(loss, n_bins, ordered, self._shape(n_hat), 1 - count_share)
             noise = draw(plan.noise, rnd.mechanism)
-            fitted = fit_cyclic(
-                codes,
-                targets,
-                plan.loss,
-                init,
-                n_bins,
-                plan.ordered,
-                plan.spec,
-                plan.noise,
-                noise,
-                rnd.numpy,
-            )
+            rounds = plan.spec.max_iter
+            with fit_progress(f"{label}: boosting rounds", rounds, codes.shape[1]) as advance:
+                fitted = fit_cyclic(
+                    codes,
+                    targets,
+                    plan.loss,
+                    init,
+                    n_bins,
+                    plan.ordered,
+                    plan.spec,
+                    plan.noise,
+                    noise,
+                    rnd.numpy,
+                    advance,
+                )
             return fitted, plan, count_plan
 
         payer = as_accountant(self.accountant)
-        fitted, plan, count_plan = fit_paid(payer, cost, label, run)
+        try:
+            fitted, plan, count_plan = fit_paid(payer, cost, label, run)
+        except BudgetExceededError as refused:
+            raise _with_delta_hint(refused, cost, type(self).__name__) from None
+        intercept, shapes, shape_std = fitted
+        self.shape_noise_std_ = shape_std
         self.l2_regularization_ = plan.spec.l2_regularization
         self.learning_rate_ = plan.spec.learning_rate
         self.n_iter_ = plan.spec.max_iter
@@ -249,7 +296,27 @@ class BoostingMixin:
                 "noise_std": plan.noise.std,
             },
         )
-        return fitted
+        return intercept, shapes
+
+
+def _with_delta_hint(
+    refused: BudgetExceededError, cost: Budget, estimator: str
+) -> BudgetExceededError:
+    """The refusal, saying how to fit with pure epsilon when it is delta that is short.
+
+    Only public values (the cost and the budget left) decide it, before anything is read.
+    """
+    left = refused.remaining
+    if not (cost.delta > 0 and isinstance(left, Budget) and cost.delta_exact > left.delta_exact):
+        return refused
+    return BudgetExceededError(
+        f"{refused} This fit asks for delta={cost.delta:g} (zCDP accounting; 1e-6 is the "
+        f"default), but only delta={left.delta:g} is left: pass delta=0 to the "
+        f"estimator ({estimator}(delta=0, ...)) for a pure "
+        "epsilon-DP fit (Laplace noise), which needs no delta.",
+        requested=refused.requested,
+        remaining=left,
+    )
 
 
 def _each(plan: NoisePlan) -> Fraction:

@@ -71,7 +71,8 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
 
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
     ``feature_names_in_`` (DataFrames), ``shapes_`` (one array per feature, bins
-    x outputs), ``grid_``, ``l2_regularization_`` (the lambda used),
+    x outputs), ``shape_noise_std_`` (their noise standard deviations, see
+    :meth:`plot_shapes`), ``grid_``, ``l2_regularization_`` (the lambda used),
     ``privacy_`` (:class:`dpkit.PrivacyReport`).
     """
 
@@ -125,6 +126,11 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
             "DPGradientBoostingClassifier.fit",
         )
         return self
+
+    def _shape_units(self) -> tuple[float, str]:
+        if self.n_classes_ <= 2:
+            return 1.0, f"contribution to the log-odds of {self.classes_.tolist()[-1]!r}"
+        return 1.0, "contribution to each class's score (softmax)"
 
     def decision_function(self, X: Any) -> NDArray[np.float64]:
         """Scores F(x): log-odds of ``classes_[1]`` (two classes) or one score per class."""

@@ -57,7 +57,8 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
     after the public checks and before the rows are read.
 
     Fitted attributes: ``intercept_``, ``shapes_`` (one array per feature, in
-    the scaled target's units), ``grid_``, ``target_bounds_``,
+    the scaled target's units), ``shape_noise_std_`` (their noise standard
+    deviations, see :meth:`plot_shapes`), ``grid_``, ``target_bounds_``,
     ``learning_rate_``, ``l2_regularization_``, ``privacy_``.
     """
 
@@ -107,6 +108,10 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
             "DPGradientBoostingRegressor.fit",
         )
         return self
+
+    def _shape_units(self) -> tuple[float, str]:
+        lo, hi = self.target_bounds_
+        return hi - lo, "contribution to the prediction (target units)"
 
     def predict(self, X: Any) -> NDArray[np.float64]:
         """Predictions in the target's units, clipped to ``target_bounds`` (post-processing)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,6 +17,7 @@ from dpkit.trees.classification._predict import forest_leaf_values
 from dpkit.trees.classification._tree import TreeClassifierBase, resolve_depth
 from dpkit.trees.engine._budget import BudgetPlan, randomness
 from dpkit.trees.engine._choices import Choices
+from dpkit.trees.engine._feedback import fit_progress
 from dpkit.trees.engine._growth import Tree, split_roots
 from dpkit.trees.engine._privacy import fit_paid, plan_report
 from dpkit.trees.engine._sklearn import check_positive_int, store_parameters
@@ -80,7 +82,11 @@ class DPRandomForestClassifier(TreeClassifierBase):
     Fitted attributes: ``trees_`` (list of ``dpkit.trees.engine._growth.Tree``),
     ``leaf_counts_list_``, ``classes_``, ``n_features_in_``,
     ``feature_names_in_``, ``n_estimators_``, ``max_depth_``, ``criterion_``,
-    ``privacy_``.
+    ``privacy_``, ``n_left_out_`` and ``n_left_out_ci_`` (a noisy count of the rows
+    whose label is not in ``classes``, left out of the fit: one more cell of the
+    leaf count table of all the disjoint trees, or of the first tree when
+    ``partition="shared"``, so it costs nothing more; ``fit`` warns when it is
+    large, as :class:`~dpkit.trees.DPDecisionTreeClassifier` does).
     """
 
     n_estimators: int | str
@@ -120,7 +126,7 @@ class DPRandomForestClassifier(TreeClassifierBase):
 
     def fit(self, X: Any, y: Any) -> DPRandomForestClassifier:
         """Grow the forest; epsilon-DP (see the class docstring). Returns self."""
-        codes, labels, n_bins, categorical = self._prepare_fit(X, y)
+        codes, labels, n_bins, categorical, left_out = self._prepare_fit_counting(X, y)
         auto_trees = isinstance(self.n_estimators, str) and self.n_estimators == "auto"
         n_trees = (
             1
@@ -134,12 +140,18 @@ class DPRandomForestClassifier(TreeClassifierBase):
         PARTITIONS.check(self.partition)
         depth = resolve_depth(self.max_depth)
         self._spec(depth or 1, exact(self._validated_epsilon()), "gini")  # checks the rest
-        return fit_paid(
+        fitted = fit_paid(
             self.accountant,
             Budget(exact(self.epsilon)),
             "DPRandomForestClassifier.fit",
-            lambda: self._grow(codes, labels, n_bins, categorical, depth, n_trees, auto_trees),
+            lambda: self._grow(
+                codes, labels, n_bins, categorical, depth, n_trees, auto_trees, left_out
+            ),
         )
+        # Disjoint trees hold disjoint rows: their leaves together count every kept row once.
+        kept = [np.maximum(c, 0.0).sum() for c in fitted.leaf_counts_list_]
+        fitted._warn_left_out(float(sum(kept) if fitted.partition == "disjoint" else kept[0]))
+        return fitted
 
     def _grow(
         self,
@@ -150,6 +162,7 @@ class DPRandomForestClassifier(TreeClassifierBase):
         depth: int | None,
         n_trees: int,
         auto_trees: bool,
+        left_out: int = 0,
     ) -> DPRandomForestClassifier:
         d = codes.shape[1]
         rnd = randomness(self.random_state)
@@ -174,6 +187,7 @@ class DPRandomForestClassifier(TreeClassifierBase):
         spec = self._spec(depth, tree_eps, criterion)
         trees: list[Tree] = []
         counts: list[NDArray[np.float64]] = []
+        leaf_eps = Fraction(0)
         if disjoint:
             roots = np.asarray(rnd.numpy.integers(0, n_trees, size=codes.shape[0]), dtype=np.int64)
             fitted = fit_classification_tree(
@@ -193,15 +207,25 @@ class DPRandomForestClassifier(TreeClassifierBase):
                 counts.append(fitted.leaf_counts[owner == t])
             for k, v in fitted.plan.parts.items():
                 plan.add(f"per_tree_{k}", v, fitted.plan.uses[k])
+            leaf_eps = fitted.plan.parts["leaf"]
         else:
-            for t in range(n_trees):
-                f = fit_classification_tree(
-                    codes, labels, self.n_classes_, n_bins, categorical, spec, tree_eps, rnd
-                )
-                trees.append(f.tree)
-                counts.append(f.leaf_counts)
-                for k, v in f.plan.parts.items():
-                    plan.add(f"tree{t}_{k}", v, f.plan.uses[k])
+            progress = fit_progress("DPRandomForestClassifier.fit: trees", n_trees * depth, d)
+            with progress as advance:
+                for t in range(n_trees):
+                    f = fit_classification_tree(
+                        codes, labels, self.n_classes_, n_bins, categorical, spec, tree_eps, rnd
+                    )
+                    trees.append(f.tree)
+                    counts.append(f.leaf_counts)
+                    for k, v in f.plan.parts.items():
+                        plan.add(f"tree{t}_{k}", v, f.plan.uses[k])
+                    if t == 0:
+                        leaf_eps = f.plan.parts["leaf"]
+                    advance(depth)
+        # The left-out rows: one more cell of the leaf table of every tree at once
+        # (disjoint: the trees' leaves partition the kept rows) or of the first tree's
+        # (shared); drawn after every leaf, so the trees' noise is unchanged.
+        self._release_left_out(left_out, leaf_eps, rnd.mechanism)
         # Re-smooth every tree's leaves toward the forest-wide noisy class shares (post-processing).
         pooled = np.maximum(np.nan_to_num(np.concatenate(counts, axis=0), nan=0.0), 0.0).sum(axis=0)
         prior = (

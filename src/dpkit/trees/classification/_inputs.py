@@ -18,7 +18,10 @@ Missing values (``missing=``):
   raises a :class:`~dpkit.errors.PrivacyWarning`.
 
 Rows whose label is not among the declared ``classes`` are left out of the
-fit (a rule applied to each row alone: the guarantee is unchanged).
+fit (a rule applied to each row alone: the guarantee is unchanged). How many
+were left out is released as a noisy count (``n_left_out_``) at no extra cost:
+it is one more cell of the leaves' noisy count table (see :func:`noisy_left_out`),
+and a fit warns when that noisy count says many rows were left out.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.trees.classification._criteria import ALGORITHMS, CRITERIA
+from dpkit.trees.engine._budget import as_float_at_most
 from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid
 from dpkit.trees.engine._rules import noisy_row_count
@@ -99,6 +103,16 @@ def check_missing(missing: object) -> str:
     return MISSING_POLICIES.check(missing)
 
 
+def _infinite(X: pd.DataFrame) -> NDArray[np.bool_]:
+    """(n, d): ±inf in float columns (missing, like NaN)."""
+    out = np.zeros(X.shape, dtype=bool)
+    for j in range(X.shape[1]):  # a loop over features, not rows
+        series = X.iloc[:, j]
+        if pd.api.types.is_float_dtype(series.dtype):
+            out[:, j] = np.isinf(series.to_numpy(dtype=np.float64, na_value=np.nan))
+    return out
+
+
 def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_], list[str] | None]:
     """(X with missing entries filled by a placeholder, mask (n, d), column names).
 
@@ -107,7 +121,9 @@ def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_],
     """
     domains = dict(domains or {})
     if isinstance(X, pd.DataFrame):
-        mask = X.isna().to_numpy()
+        # Missing: NaN/None, and ±inf in a numeric column (docs/queries.md,
+        # "Missing and non-finite values"); an infinite placeholder needs no fill.
+        mask = X.isna().to_numpy() | _infinite(X)
         if not mask.any():
             return X, mask, [str(c) for c in X.columns]
         filled = X.copy()
@@ -130,7 +146,7 @@ def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_],
     # Only float arrays hold NaN; validation refuses the rest with its own message.
     if arr.ndim != 2 or arr.dtype.kind != "f":
         return X, np.zeros((0, 0), dtype=bool), None
-    mask = np.isnan(arr)
+    mask = ~np.isfinite(arr)  # NaN and ±inf are missing
     if mask.any():
         arr = np.where(mask, 0.0, arr)
         return arr, mask, None
@@ -162,7 +178,7 @@ def encode_frame(
             ):
                 return None
             values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-            missing[:, j] = np.isnan(values)
+            missing[:, j] = ~np.isfinite(values)  # NaN and ±inf are missing
             codes[:, j] = np.searchsorted(grid.thresholds(j), values, side="left")
         else:
             if not isinstance(series.dtype, pd.CategoricalDtype):
@@ -207,7 +223,13 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
     def _prepare_fit(
         self, X: Any, y: Any
     ) -> tuple[NDArray[np.int16], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
-        """Validate inputs; set classes_, grid_, n_features_in_ ...; return (codes, labels, n_bins, categorical).
+        codes, labels, n_bins, categorical, _ = self._prepare_fit_counting(X, y)
+        return codes, labels, n_bins, categorical
+
+    def _prepare_fit_counting(
+        self, X: Any, y: Any
+    ) -> tuple[NDArray[np.int16], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], int]:
+        """Validate inputs; set classes_, grid_, n_features_in_ ...; return (codes, labels, n_bins, categorical, left out).
 
         Public things (parameters, declared classes, bounds and domains, shapes)
         are checked; values are not refused. Per row, data-independently: a
@@ -217,7 +239,9 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
         left out. Leaving rows out by a rule that looks at each row alone keeps
         neighbouring datasets neighbours, so the guarantee is unchanged.
         ``missing="error"`` refuses such entries instead, which tells whoever
-        sees the error that some row has one: it warns so.
+        sees the error that some row has one: it warns so. The last value, the
+        exact number of rows left out, is private: it may only reach the model
+        through :func:`noisy_left_out`.
         """
         self._validated_epsilon()
         self._check_common_params()
@@ -241,7 +265,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             cols = np.flatnonzero(mask.any(axis=0))
             which = [grid.feature_name(int(j)) for j in cols]
             raise DataError(
-                f"X has missing values (NaN, or values outside the declared domain) in column(s) "
+                f"X has missing values (NaN, ±inf, or values outside the declared domain) in column(s) "
                 f"{which}. Impute them, or pass missing='separate' to give them a branch of their own."
             )
         codes = grid.encode_training(columns.arrays)
@@ -256,7 +280,24 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
         self.classes_ = classes
         self.n_classes_ = int(classes.size)
         self.missing_code_: NDArray[np.int64] | None = grid.n_bins.copy() if extra else None
-        return codes[keep], labels[keep], n_bins, grid.is_categorical
+        left_out = int(keep.size - np.count_nonzero(keep))
+        return codes[keep], labels[keep], n_bins, grid.is_categorical, left_out
+
+    def _release_left_out(
+        self, n_left_out: int, leaf_epsilon: Fraction, rng: np.random.Generator | None
+    ) -> None:
+        """Set ``n_left_out_`` and ``n_left_out_ci_`` (see :func:`noisy_left_out`)."""
+        noisy, half = noisy_left_out(n_left_out, leaf_epsilon, rng)
+        self.n_left_out_ = float(max(noisy, 0.0))
+        self.n_left_out_ci_ = (max(noisy - half, 0.0), max(noisy + half, 0.0))
+
+    def _warn_left_out(self, noisy_kept: float) -> None:
+        """Warn when the released noisy count says many rows were left out (post-processing)."""
+        message = left_out_warning(
+            self.n_left_out_, self.n_left_out_ci_, noisy_kept, self.classes_.tolist()
+        )
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=3)
 
     def _prepare_predict(self, X: Any) -> NDArray[np.int16]:
         check_is_fitted(self, "grid_")
@@ -264,18 +305,14 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             validate_data(self, X, reset=False, skip_check_array=True)
             fast = encode_frame(X, self.grid_)
             if fast is not None:
-                codes, mask = fast
-                numeric = ~self.grid_.is_categorical
-                values = X.loc[:, numeric].to_numpy(dtype=np.float64, na_value=np.nan)
-                if np.isinf(values).any():
-                    raise DataError("X contains infinite values; clip or drop them first.")
+                codes, mask = fast  # ±inf is missing, like NaN (docs/queries.md)
                 return self._apply_missing(codes, mask, [str(c) for c in X.columns])
         X_filled, mask, names = _missing_masks(X, getattr(self, "domains", None))
         if mask.any() and self.missing_code_ is None:
             cols = np.flatnonzero(mask.any(axis=0))
             which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
             raise DataError(
-                f"X has missing values (NaN) in column(s) {which}, but the model was fitted with "
+                f"X has missing values (NaN, ±inf) in column(s) {which}, but the model was fitted with "
                 "missing='error'; impute them or refit with missing='separate'."
             )
         codes = self._predict_codes(X_filled)
@@ -291,7 +328,7 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
             cols = np.flatnonzero(mask.any(axis=0))
             which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]
             raise DataError(
-                f"X has missing values (NaN) in column(s) {which}, but the model was fitted with "
+                f"X has missing values (NaN, ±inf) in column(s) {which}, but the model was fitted with "
                 "missing='error'; impute them or refit with missing='separate'."
             )
         rows, cols = np.nonzero(mask)
@@ -309,6 +346,51 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
         """
         spent = epsilon * AUTO_COUNT_SHARE
         return noisy_row_count(n_rows, spent, rng), spent
+
+
+#: warn when the noisy count of left-out rows is at least this share of all (noisy) rows ...
+LEFT_OUT_WARN_SHARE = 0.01
+#: ... and its interval at this level lies above zero.
+LEFT_OUT_LEVEL = 0.95
+
+
+def noisy_left_out(
+    n_left_out: int, leaf_epsilon: Fraction, rng: np.random.Generator | None
+) -> tuple[float, float]:
+    """(noisy number of rows whose label is not in ``classes``, 95% half-width).
+
+    Privacy, at no cost beyond the leaves': the leaves' class counts are one
+    table in which every kept row is in exactly one (leaf, class) cell; the
+    left-out rows are one more cell of that table. Adding or removing a row
+    still changes the whole table by 1 in l1, so two-sided geometric noise of
+    scale 1/eps_leaf on every cell, this one included, is eps_leaf-DP for the
+    table (parallel composition over disjoint cells). Call it after the
+    leaves' own draws, so their noise stays what it was for a given seed.
+    """
+    from dpkit.mechanisms import Geometric
+
+    mechanism = Geometric(epsilon=as_float_at_most(leaf_epsilon), sensitivity=1)
+    noisy = float(mechanism.randomise(int(n_left_out), rng))
+    return noisy, mechanism.half_width(LEFT_OUT_LEVEL)
+
+
+def left_out_warning(
+    noisy: float, ci: tuple[float, float], noisy_kept: float, classes: list[Any]
+) -> str | None:
+    """The warning for many left-out rows, or None: a function of released values only.
+
+    It looks at the noisy counts, never at the exact one, so whether it is shown
+    is post-processing of the release (it tells nothing the release does not).
+    """
+    total = noisy + max(noisy_kept, 0.0)
+    if ci[0] <= 0 or total <= 0 or noisy < LEFT_OUT_WARN_SHARE * total:
+        return None
+    return (
+        f"about {noisy:,.0f} training rows (95% interval {ci[0]:,.0f} to {ci[1]:,.0f}; a noisy "
+        f"count) have a label that is not in classes={classes!r} and were left out of the "
+        "fit. Check the spelling, case and type of classes (upper vs lower case, 1 vs '1'); "
+        "the noisy count is in n_left_out_."
+    )
 
 
 AUTO_COUNT_SHARE = Fraction(1, 20)

@@ -176,7 +176,18 @@ class DPDecisionTreeClassifier(TreeClassifierBase):
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
     ``feature_names_in_`` (DataFrames), ``tree_`` (a ``dpkit.trees.engine._growth.Tree``
     whose leaf values are class probabilities), ``leaf_counts_`` (noisy class
-    counts of the leaves), ``max_depth_``, ``privacy_`` (the budget split).
+    counts of the leaves), ``max_depth_``, ``privacy_`` (the budget split),
+    ``n_left_out_`` and ``n_left_out_ci_``: a noisy count (and its 95%
+    interval) of the rows left out because their label is not in ``classes``.
+
+    Rows left out: a row whose label is not in ``classes`` is left out of the
+    fit (a per-row rule). Their number, with two-sided geometric noise at the
+    leaves' epsilon, is one more cell of the leaf count table (a row is in one
+    leaf and class, or left out: the table's l1 sensitivity stays 1), so it
+    costs nothing more. When that noisy count is at least 1% of the noisy
+    total and its interval lies above zero, ``fit`` warns (``UserWarning``,
+    decided from the noisy numbers only: post-processing), e.g. for
+    ``classes=["no", "yes"]`` on labels "No"/"Yes".
     """
 
     def __init__(
@@ -210,15 +221,17 @@ class DPDecisionTreeClassifier(TreeClassifierBase):
         Public checks first (parameters, declared classes, bounds, domains); then
         ``epsilon`` is charged to ``accountant`` (if any); only then is the tree grown.
         """
-        codes, labels, n_bins, categorical = self._prepare_fit(X, y)
+        codes, labels, n_bins, categorical, left_out = self._prepare_fit_counting(X, y)
         depth = resolve_depth(self.max_depth)
         self._spec(depth or 1, exact(self._validated_epsilon()), "gini")  # checks the rest
-        return fit_paid(
+        fitted = fit_paid(
             self.accountant,
             Budget(exact(self.epsilon)),
             "DPDecisionTreeClassifier.fit",
-            lambda: self._grow(codes, labels, n_bins, categorical, depth),
+            lambda: self._grow(codes, labels, n_bins, categorical, depth, left_out),
         )
+        fitted._warn_left_out(float(np.maximum(fitted.leaf_counts_, 0.0).sum()))
+        return fitted
 
     def _grow(
         self,
@@ -227,6 +240,7 @@ class DPDecisionTreeClassifier(TreeClassifierBase):
         n_bins: NDArray[np.int64],
         categorical: NDArray[np.bool_],
         depth: int | None,
+        left_out: int = 0,
     ) -> DPDecisionTreeClassifier:
         rnd = randomness(self.random_state)
         eps = exact(self._validated_epsilon())
@@ -249,6 +263,7 @@ class DPDecisionTreeClassifier(TreeClassifierBase):
             plan.add(k, v, plan_extra.uses[k])
         if plan.total != exact(self.epsilon):  # the split is exact; anything else is a bug
             raise AssertionError("internal error: the budget split does not add up to epsilon")
+        self._release_left_out(left_out, plan.parts["leaf"], rnd.mechanism)
         self.tree_: Tree = fitted.tree
         self.leaf_counts_: NDArray[np.float64] = fitted.leaf_counts[fitted.tree.feature < 0]
         self.max_depth_ = depth

@@ -103,7 +103,8 @@ class FeatureGrid:
         """
         thr = self.thresholds(feature)
         lo, hi = self.lows[feature], self.highs[feature]
-        x = np.where(np.isnan(x), lo, x)  # NaN: the caller overwrites these codes (unusable)
+        # Missing (NaN, ±inf): a placeholder; the caller overwrites these codes (unusable).
+        x = np.where(np.isfinite(x), x, lo)
         step = (hi - lo) / (self.n_cuts + 1)
         with np.errstate(invalid="ignore", over="ignore"):
             guess = np.ceil((np.clip(x, lo, hi) - lo) / step) - 1
@@ -114,8 +115,9 @@ class FeatureGrid:
         return code - down
 
     def unusable(self, columns: Sequence[NDArray[Any]]) -> NDArray[np.bool_]:
-        """(n, d): entries the grid cannot place: NaN in a numeric column, a value outside
-        a categorical column's declared domain (missing values included).
+        """(n, d): entries the grid cannot place: a missing number (NaN, None, ±inf: the
+        package's one rule, ``docs/queries.md``, "Missing and non-finite values") in a
+        numeric column, a value outside a categorical column's declared domain.
 
         ``fit`` never raises on these (whether it fails must not depend on one row):
         classifiers give them the missing code, regressors leave their rows out.
@@ -125,7 +127,7 @@ class FeatureGrid:
         for j, col in enumerate(columns):  # a loop over features, not rows
             domain = self.categories[j]
             if domain is None:
-                out[:, j] = np.isnan(np.asarray(col, dtype=np.float64))
+                out[:, j] = ~np.isfinite(np.asarray(col, dtype=np.float64))
             else:
                 out[:, j] = pd.Index(domain).get_indexer(col) < 0
         return out
@@ -274,7 +276,7 @@ def split_columns(X: Any, domains: Mapping[str, Sequence[Any]] | None) -> Column
     values: the refusal depends on the frame's dtypes and the parameters only.
     Nothing here refuses a value: NaN, infinities and entries that are not
     numbers stay in the arrays (as NaN where not numbers) for the estimator's
-    per-row rule (``FeatureGrid.unusable``).
+    per-row rule (``FeatureGrid.unusable``: all of them are missing).
     """
     domains = dict(domains or {})
     if isinstance(X, pd.DataFrame):
@@ -366,14 +368,15 @@ def regression_rows(
 ) -> tuple[NDArray[np.int16], NDArray[np.float64]]:
     """(codes, target scaled to [0, 1]) of the rows a regression tree can use.
 
-    A row is left out when a numeric feature is NaN (or not a number), a
-    categorical value lies outside its declared domain, or the target is NaN;
-    infinite values are clipped to the bounds like any other. The rule looks
+    A row is left out when a numeric feature is missing (NaN, None, ±inf, or
+    not a number: ``docs/queries.md``, "Missing and non-finite values"), a
+    categorical value lies outside its declared domain, or the target is
+    missing; finite values are clipped to the bounds. The rule looks
     at each row alone, so neighbouring datasets stay neighbouring (or become
     equal) and the guarantee is unchanged; whether ``fit`` fails never
     depends on one row.
     """
     target = as_targets(y)
-    keep = ~grid.unusable(columns.arrays).any(axis=1) & ~np.isnan(target)
+    keep = ~grid.unusable(columns.arrays).any(axis=1) & np.isfinite(target)
     codes = grid.encode_training(columns.arrays)[keep]
     return codes, scale_target(target[keep], lo, hi)

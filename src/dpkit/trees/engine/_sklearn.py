@@ -2,8 +2,11 @@
 
 Input checks go through scikit-learn's public ``validate_data`` (feature
 counts and names, sparse input, empty data), then through ``engine._grid`` (numeric vs
-categorical columns, finiteness), then onto the public grid. Nothing here
-looks at data values except to refuse NaN/inf, and no message contains one.
+categorical columns), then onto the public grid. ``fit`` never refuses a value:
+NaN, None and ±inf are missing (the package's one rule, ``docs/queries.md``,
+"Missing and non-finite values") and each estimator handles missing entries
+per row; ``predict`` (on the caller's own data, not a release) refuses them
+where a model has no branch for them. No message contains a data value.
 """
 
 from __future__ import annotations
@@ -88,6 +91,25 @@ class DPTreeEstimatorBase(BaseEstimator):
     def _validated_epsilon(self) -> float:
         return check_epsilon(getattr(self, "epsilon", None))
 
+    @property
+    def feature_importances_(self) -> NDArray[np.float64]:
+        """Importance of each feature, summing to 1 (zeros if nothing splits); post-processing.
+
+        Computed from the released model only (noisy-count-weighted splits for
+        trees and forests, the spread of the shape functions for boosted
+        models): see ``dpkit.trees.engine._importance``.
+        """
+        from dpkit.trees.engine._importance import shape_importances, tree_importances
+
+        check_is_fitted(self)
+        shapes = getattr(self, "shapes_", None)
+        if shapes is not None:
+            return shape_importances(shapes)
+        trees = getattr(self, "trees_", None)
+        if trees is None:
+            trees = [getattr(self, "tree_")]  # noqa: B009 (set by fit; mypy does not know it)
+        return tree_importances(trees, int(getattr(self, "n_features_in_")))  # noqa: B009
+
     def _fit_columns(self, X: Any, y: Any) -> tuple[Columns, NDArray[Any]]:
         """Validate X and y's shapes at fit time; sets ``n_features_in_`` / ``feature_names_in_``.
 
@@ -156,7 +178,8 @@ class DPTreeEstimatorBase(BaseEstimator):
             cols = np.flatnonzero(numeric_nan.any(axis=0))
             which = [self.grid_.feature_name(int(j)) for j in cols]
             raise DataError(
-                f"X has missing values (NaN, or entries that are not numbers) in column(s) {which}; "
+                f"X has missing values (NaN, ±inf, or entries that are not numbers) in column(s) "
+                f"{which}; "
                 "this model has no branch for them: impute them first."
             )
         return self.grid_.encode(columns.arrays)

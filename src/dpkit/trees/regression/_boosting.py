@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpkit.trees.engine._budget import BudgetPlan, Randomness, as_float_at_most
+from dpkit.trees.engine._feedback import fit_progress
 from dpkit.trees.engine._growth import Tree, grow
 from dpkit.trees.engine._policies import GreedyPolicy, _mechanisms
 from dpkit.trees.regression._criteria import (
@@ -99,37 +100,42 @@ def fit_boosted(
     s = as_float_at_most(split_eps) if depth > 0 else 0.0
     current = np.full(y.size, spec.init)
     trees: list[Tree] = []
-    for _ in range(spec.rounds):  # rounds are sequential by nature
-        residual = np.clip(y - current, -1.0, 1.0)
-        indicator = (residual > 0).astype(np.float64)
-        policy = GreedyPolicy(
-            utility=sse_gain,
-            sensitivity=1.0,
-            monotonic=True,
-            split_epsilon=[s] * depth,
-            weights=regression_channels(indicator),
-            selector=spec.selector,
-            rng=rng,
-        )
-        tree, leaf = grow(codes, n_bins, categorical, depth, policy)
-        leaves = np.flatnonzero(tree.feature < 0)
-        if spec.leaf == "median":
-            vals = grid_median_leaves(
-                leaf,
-                residual,
-                leaves,
-                tree.n_nodes,
-                as_float_at_most(leaf_eps),
-                MEDIAN_LEVELS,
-                rng,
-                offset=np.zeros(1),
+    progress = fit_progress(
+        "DPRandomForestRegressor.fit: boosting rounds", spec.rounds, n_bins.size
+    )
+    with progress as advance:
+        for _ in range(spec.rounds):  # rounds are sequential by nature
+            residual = np.clip(y - current, -1.0, 1.0)
+            indicator = (residual > 0).astype(np.float64)
+            policy = GreedyPolicy(
+                utility=sse_gain,
+                sensitivity=1.0,
+                monotonic=True,
+                split_epsilon=[s] * depth,
+                weights=regression_channels(indicator),
                 selector=spec.selector,
+                rng=rng,
             )
-        else:
-            vals = _mean_residual_leaves(leaf, residual, leaves, tree.n_nodes, leaf_eps, rng)
-        value = np.full(tree.n_nodes, np.nan)
-        value[leaves] = spec.learning_rate * vals
-        tree = tree.with_values(value)
-        trees.append(tree)
-        current = current + tree.value[leaf, 0]
+            tree, leaf = grow(codes, n_bins, categorical, depth, policy)
+            leaves = np.flatnonzero(tree.feature < 0)
+            if spec.leaf == "median":
+                vals = grid_median_leaves(
+                    leaf,
+                    residual,
+                    leaves,
+                    tree.n_nodes,
+                    as_float_at_most(leaf_eps),
+                    MEDIAN_LEVELS,
+                    rng,
+                    offset=np.zeros(1),
+                    selector=spec.selector,
+                )
+            else:
+                vals = _mean_residual_leaves(leaf, residual, leaves, tree.n_nodes, leaf_eps, rng)
+            value = np.full(tree.n_nodes, np.nan)
+            value[leaves] = spec.learning_rate * vals
+            tree = tree.with_values(value)
+            trees.append(tree)
+            current = current + tree.value[leaf, 0]
+            advance(1)
     return trees, plan
