@@ -42,7 +42,8 @@ def histogram(path: Path, *extra: str) -> list[str]:
 
 
 def histogram2d(path: Path, *extra: str) -> list[str]:
-    return ["histogram2d", str(path), "x", "y", "--method", "laplace2d", "--x-bounds", "0",
+    return ["histogram2d", str(path), "x", "y", "--type", "x=DOUBLE,y=DOUBLE", "--method",
+            "laplace2d", "--x-bounds", "0",
             "80", "--y-bounds", "0", "80", "--units", "4", "4", "--epsilon", "0.5",
             *extra]  # fmt: skip
 

@@ -191,7 +191,8 @@ def test_an_old_method_spelling_is_the_same_release_with_a_note(tmp_path: Path) 
     assert "--method noise-first is deprecated" in old_err and "--method noise_first" in old_err
     path = _ages(tmp_path, "grid.csv")
     pd.DataFrame({"x": [1.0, 2.0], "y": [3.0, 4.0]}).to_csv(path, index=False)
-    result = runner.invoke(app, ["histogram2d", str(path), "x", "y", "--method", "laplace-2d",
+    result = runner.invoke(app, ["histogram2d", str(path), "x", "y", "--type", "x=DOUBLE,y=DOUBLE",
+                                 "--method", "laplace-2d",
                                  "--x-bounds", "0", "5", "--y-bounds", "0", "5", "--units", "2",
                                  "2", "--budget", "5", "--seed", "1", "--json"])  # fmt: skip
     assert result.exit_code == 0 and json.loads(result.stdout)["method"] == "laplace2d"

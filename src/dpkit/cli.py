@@ -132,9 +132,18 @@ def histogram(
 @_friendly
 @grouped(seed=SEED, ledger=LEDGER, output=OUTPUT)
 def histogram2d(
-    table: Path = typer.Argument(..., help="A CSV file.", exists=True, dir_okay=False),
+    table: Path = typer.Argument(..., help="A CSV or Parquet file.", exists=True, dir_okay=False),
     x: str = typer.Argument(..., help="The numeric column on the horizontal axis."),
     y: str = typer.Argument(..., help="The numeric column on the vertical axis."),
+    types: list[str] | None = typer.Option(
+        None,
+        "--type",
+        help="Declared types of both columns, COLUMN=TYPE (repeatable or comma-separated, e.g. "
+        "lon=DOUBLE,lat=DOUBLE; required; numeric types).",
+    ),
+    encoding: str = typer.Option(
+        "utf-8", "--encoding", help="The CSV file's text encoding, e.g. latin-1 (default UTF-8)."
+    ),
     method: str = typer.Option("auto2d", help=choices(PUBLISHERS_2D)),
     epsilon: float = typer.Option(1.0, help="Privacy budget of this release."),
     x_bounds: tuple[float, float] | None = typer.Option(None, help="Public range LO HI of x."),
@@ -148,8 +157,9 @@ def histogram2d(
     ledger: Any = None,
     output: Any = None,
 ) -> None:
-    """Publish a DP 2-D histogram (a map) of two CSV columns over public cells."""
+    """Publish a DP 2-D histogram (a map) of two numeric columns over public cells."""
     from dpkit.histograms._cli_grid import histogram2d_command
+    from dpkit.tables._cli import declared_types
 
     cells: dict[str, Any] = {
         "x_bounds": x_bounds,
@@ -158,8 +168,9 @@ def histogram2d(
         "n_records": n_records,
     }
     histogram2d_command(
-        table, x, y, method, epsilon, **cells, plot=plot, **seed, **ledger, **output
-    )
+        table, x, y, method, epsilon, **cells, plot=plot, types=declared_types(types) or {},
+        encoding=encoding, **seed, **ledger, **output,
+    )  # fmt: skip
 
 
 @app.command("inspect")

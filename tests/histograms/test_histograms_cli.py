@@ -370,7 +370,7 @@ def test_epsilon_is_checked_before_the_charge_and_a_large_one_warns_once(
         ["histogram", str(path), "x", "--type", "x=DOUBLE", "--method", "auto", "--bounds", "0",
          "50", "--units", "50"]
         if verb == "histogram"
-        else ["histogram2d", str(path), "x", "y", "--x-bounds", "0", "50", "--y-bounds", "0",
+        else ["histogram2d", str(path), "x", "y", "--type", "x=DOUBLE,y=DOUBLE", "--x-bounds", "0", "50", "--y-bounds", "0",
               "7", "--units", "8", "8"]
     )  # fmt: skip
     runner = CliRunner(env=WIDE)

@@ -282,6 +282,7 @@ def test_the_cli_runs_every_registered_name(table: Path) -> None:
         g = histogram2d_command(
             table, "age", "weight", method=name, epsilon=1.0, x_bounds=(0, 90), y_bounds=(0, 90),
             units=(3, 3), seed=1, console=Console(record=True), accountant=payer,
+            types={"age": "DOUBLE", "weight": "DOUBLE"},
         )  # fmt: skip
         assert isinstance(g, histograms.PublishedGrid), name
 

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from dpkit._cli_budget import cli_payer
 from dpkit.accounting import Budget, charge_and_run
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import InvalidParameterError
 from dpkit.histograms._published import PublishedHistogram
 from dpkit.histograms.labels import bin_labels
 from dpkit.histograms.memory import check_memory, memory_needed
@@ -87,40 +87,7 @@ def unit_edges(
     return lo + width * np.arange(count + 1, dtype=np.float64)
 
 
-def check_column(table: Path, column: str) -> None:
-    """The column must be in the file's header (public metadata); nothing else is read."""
-    import duckdb
-
-    path = Path(table)
-    if not path.is_file():
-        raise InvalidParameterError(f"table {str(path)!r} is not a readable file.")
-    con = duckdb.connect()
-    try:
-        names = [
-            str(r[0])
-            for r in con.execute(f"DESCRIBE SELECT * FROM {_reader(path)}", [str(path)]).fetchall()
-        ]
-    except duckdb.Error:
-        what = "Parquet" if _is_parquet(path) else "CSV"
-        raise DataError(f"{path.name} cannot be read as {what}; check the file.") from None
-    finally:
-        con.close()
-    if column not in names:
-        raise InvalidParameterError(
-            f"column {column!r} is not in {path.name}; its columns are {', '.join(names)}."
-        )
-
-
-def _is_parquet(path: Path) -> bool:
-    return Path(path).suffix.lower() == ".parquet"
-
-
-def _reader(path: Path) -> str:
-    """The file as text columns: ``.parquet`` as Parquet (as ``dpkit query`` reads it), else CSV."""
-    return "read_parquet(?)" if _is_parquet(path) else "read_csv(?, all_varchar = true)"
-
-
-def check_kind(table: Path, column: str, kind: str | None) -> None:
+def check_kind(table: Path, column: str, kind: str | None, verb: str = "dpkit histogram") -> None:
     """A column not declared numeric (``--type COLUMN=DOUBLE``) is refused, naming the flag.
 
     The column's type is public metadata the data owner declares, as for ``dpkit
@@ -130,7 +97,7 @@ def check_kind(table: Path, column: str, kind: str | None) -> None:
     name = Path(table).name
     if kind is None:
         raise InvalidParameterError(
-            f"column {column!r} has no declared type, and dpkit histogram bins numbers: "
+            f"column {column!r} has no declared type, and {verb} bins numbers: "
             f"declare it with --type {column}=DOUBLE (or another numeric type such as "
             "BIGINT or DECIMAL(10,2)). Column types are public metadata the data owner "
             "declares; they are never taken from the rows."
@@ -138,41 +105,61 @@ def check_kind(table: Path, column: str, kind: str | None) -> None:
     if kind == "numeric":
         return
     raise InvalidParameterError(
-        f"column {column!r} is declared {kind}, not numeric: dpkit histogram bins numbers. "
+        f"column {column!r} is declared {kind}, not numeric: {verb} bins numbers. "
         f"For categories give them publicly with --domain: dpkit query {name} histogram "
         f"{column} --domain VALUE (repeatable), or its most common one with dpkit query "
         f"{name} mode {column} --domain VALUE."
     )
 
 
-def open_column(con: Any, table: Path, column: str, type_name: str | None, encoding: str) -> Any:
-    """The column as a one-column DuckDB relation ``v`` of finite DOUBLEs, refused before any charge.
+def open_columns(
+    con: Any,
+    table: Path,
+    types: dict[str, str | None],
+    encoding: str,
+    verb: str = "dpkit histogram",
+) -> Any:
+    """The columns as a DuckDB relation ``v0, v1, …`` of finite DOUBLEs, refused before any charge.
 
-    The file is opened as ``dpkit query`` opens it (:func:`dpkit.tables.sources.open_table_file`:
-    the strict CSV reader, with ``encoding``; Parquet), the column is looked up in
-    the header, its declared type (``--type``) must be numeric, and each value is
-    converted as the query path converts it (:func:`dpkit.tables.sources.declared_cast`,
-    ``TRY_CAST``): a value that does not fit is missing, never an error. Nothing
-    but the shape of the file is read here; the values are fetched by
-    :func:`read_column`, after the charge.
+    ``types`` maps each column, in order, to its declared type (``--type``; None when
+    undeclared). The file is opened as ``dpkit query`` opens it
+    (:func:`dpkit.tables.sources.open_table_file`: the strict CSV reader, with
+    ``encoding``; Parquet), each column is looked up in the header, its declared type
+    must be numeric, and each value is converted as the query path converts it
+    (:func:`dpkit.tables.sources.declared_cast`, ``TRY_CAST``): a value that does not
+    fit is missing, never an error, and a row is kept only where every column holds a
+    finite number. Nothing but the shape of the file is read here; the values are
+    fetched after the charge.
     """
     from dpkit._cli_query import kinds_of_types
     from dpkit.tables.sources import canonical_types, declared_cast, open_table_file
 
-    declared = None if type_name is None else canonical_types({column: type_name})[column]
     rel = open_table_file(con, Path(table), encoding)
     names = [str(c) for c in rel.columns]
-    if column not in names:
-        raise InvalidParameterError(
-            f"column {column!r} is not in {Path(table).name}; its columns are {', '.join(names)}."
+    values, keep = [], []
+    for i, (column, type_name) in enumerate(types.items()):
+        if column not in names:
+            raise InvalidParameterError(
+                f"column {column!r} is not in {Path(table).name}; its columns are "
+                f"{', '.join(names)}."
+            )
+        declared = None if type_name is None else canonical_types({column: type_name})[column]
+        check_kind(
+            table,
+            column,
+            None if declared is None else kinds_of_types({column: declared})[column],
+            verb,
         )
-    check_kind(
-        table, column, None if declared is None else kinds_of_types({column: declared})[column]
-    )
-    assert declared is not None
-    own = str(rel.types[names.index(column)])
-    value = f"TRY_CAST({declared_cast(column, own, declared)} AS DOUBLE)"
-    return rel.project(f"{value} AS v").filter("v IS NOT NULL AND isfinite(v)")
+        assert declared is not None
+        own = str(rel.types[names.index(column)])
+        values.append(f"TRY_CAST({declared_cast(column, own, declared)} AS DOUBLE) AS v{i}")
+        keep.append(f"v{i} IS NOT NULL AND isfinite(v{i})")
+    return rel.project(", ".join(values)).filter(" AND ".join(keep))
+
+
+def open_column(con: Any, table: Path, column: str, type_name: str | None, encoding: str) -> Any:
+    """:func:`open_columns` for one column (``v0``)."""
+    return open_columns(con, table, {column: type_name}, encoding)
 
 
 def read_column(values: Any) -> NDArray[np.float64]:
@@ -181,7 +168,7 @@ def read_column(values: Any) -> NDArray[np.float64]:
     Every value was converted on its own (``TRY_CAST``) and the file parsed when it
     was opened, so no entry can make this fail.
     """
-    return np.asarray(values.fetchnumpy()["v"], dtype=np.float64)
+    return np.asarray(values.fetchnumpy()["v0"], dtype=np.float64)
 
 
 def check_epsilon_once(epsilon: float) -> None:

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from dpkit._cli_budget import cli_payer
 from dpkit.accounting import Budget, charge_and_run
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._cli import check_column, check_epsilon_once, epsilon_warned, unit_edges
+from dpkit.histograms._cli import check_epsilon_once, epsilon_warned, open_columns, unit_edges
 from dpkit.histograms._grid import PublishedGrid
 from dpkit.histograms.methods import PUBLISHERS_2D, publisher
 
@@ -28,34 +28,15 @@ MAX_UNIT_CELLS = 1 << 22
 MAX_DAWA2D_CELLS = 1 << 18
 
 
-def read_points(table: Path, x: str, y: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Both columns as floats, keeping rows where both are finite numbers.
+def read_points(points: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The finite ``(x, y)`` pairs of :func:`~dpkit.histograms._cli.open_columns`' relation.
 
-    Read as text and converted entry by entry, so no entry can make it fail;
-    call it only after the release is paid for.
+    Call it only after the release is paid for; every entry was converted on its
+    own (``TRY_CAST``) and the file parsed when it was opened, so nothing here can
+    fail because of an entry.
     """
-    import duckdb
-    import pandas as pd
-
-    def quoted(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
-
-    con = duckdb.connect()
-    try:
-        data = con.execute(
-            f"SELECT {quoted(x)} AS x, {quoted(y)} AS y FROM read_csv(?, all_varchar = true)",
-            [str(table)],
-        ).fetchnumpy()
-    finally:
-        con.close()
-
-    def numbers(text: Any) -> NDArray[np.float64]:
-        values = pd.to_numeric(pd.Series(np.asarray(text, dtype=object)), errors="coerce")
-        return values.to_numpy(dtype=np.float64, na_value=np.nan)
-
-    xs, ys = numbers(data["x"]), numbers(data["y"])
-    keep = np.isfinite(xs) & np.isfinite(ys)
-    return xs[keep], ys[keep]
+    data = points.fetchnumpy()
+    return np.asarray(data["v0"], dtype=np.float64), np.asarray(data["v1"], dtype=np.float64)
 
 
 def cell_counts(
@@ -152,21 +133,27 @@ def histogram2d_command(
     out_file: Path | None = None,
     as_json: bool = False,
     new_ledger: bool = False,
+    types: dict[str, str] | None = None,
+    encoding: str = "utf-8",
 ) -> PublishedGrid:
-    """Publish a DP 2-D histogram of columns ``x`` and ``y`` of the CSV ``table``.
+    """Publish a DP 2-D histogram of columns ``x`` and ``y`` of ``table`` (CSV or Parquet).
 
     Privacy: epsilon-DP (add/remove one row), as the chosen publisher of
     :mod:`dpkit.histograms` states; the unit cells come from the public
     bounds and ``units`` only. Order: every option is checked, both columns
-    are looked up in the header, the release is charged (``accountant``, else
-    the file's ledger), and only then are the columns read — as text, each
-    entry converted on its own, so no entry can make it fail. The outputs
+    are looked up in the header and must be declared numeric (``types``:
+    ``--type COLUMN=TYPE``, public metadata, never inferred from the rows), the
+    release is charged (``accountant``, else the file's ledger), and only then
+    are the columns read — as ``dpkit query`` reads them (the strict CSV
+    reader with ``encoding``, or Parquet; each entry converted on its own by
+    ``TRY_CAST``), so no entry can make it fail. The outputs
     (``plot``, ``out_file``: JSON with every cell) are checked before the
     charge; after it the release is printed (the densest cells, or all of it
     as JSON with ``as_json``) and saved, and if saving fails anyway it is
     printed in full as JSON with exit code 3. ``seed`` is for tests only
     (None = secure randomness).
     """
+    import duckdb
     from rich.console import Console
 
     from dpkit._cli_options import one_spelling
@@ -180,36 +167,41 @@ def histogram2d_command(
     from dpkit.histograms.plot import plot_grid
 
     out = console if console is not None else Console()
-    name = one_spelling(method, METHODS, "--method")
-    if x_bounds is None or y_bounds is None:
-        raise InvalidParameterError(
-            "the map's cells must be public: give --x-bounds LO HI and --y-bounds LO HI "
-            "(e.g. a region's bounding box). dpkit never derives bounds from the data."
-        )
-    x_edges = unit_edges(bounds=x_bounds, units=int(units[0]))
-    y_edges = unit_edges(bounds=y_bounds, units=int(units[1]))
-    check_options(name, (x_edges.size - 1) * (y_edges.size - 1), n_records)
+    declared = types or {}
     if x == y:
         raise InvalidParameterError("give two different columns; use `dpkit histogram` for one.")
-    entry = publisher(name, dims=2)
-    check_output(plot, "--plot", PLOT_SUFFIXES)
-    check_output(out_file, "--out", JSON_SUFFIXES)
-    check_column(table, x)
-    check_column(table, y)
-    check_epsilon_once(epsilon)  # a bad --epsilon must not be charged, then fail
-    payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
+    with duckdb.connect() as con:
+        # In the order the command reads: the file and its columns (with their types), the
+        # method, the cells, the outputs; the charge; then the values.
+        points = open_columns(
+            con, table, {x: declared.get(x), y: declared.get(y)}, encoding, "dpkit histogram2d"
+        )
+        name = one_spelling(method, METHODS, "--method")
+        if x_bounds is None or y_bounds is None:
+            raise InvalidParameterError(
+                "the map's cells must be public: give --x-bounds LO HI and --y-bounds LO HI "
+                "(e.g. a region's bounding box). dpkit never derives bounds from the data."
+            )
+        x_edges = unit_edges(bounds=x_bounds, units=int(units[0]))
+        y_edges = unit_edges(bounds=y_bounds, units=int(units[1]))
+        check_options(name, (x_edges.size - 1) * (y_edges.size - 1), n_records)
+        entry = publisher(name, dims=2)
+        check_output(plot, "--plot", PLOT_SUFFIXES)
+        check_output(out_file, "--out", JSON_SUFFIXES)
+        check_epsilon_once(epsilon)  # a bad --epsilon must not be charged, then fail
+        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
 
-    def release() -> PublishedGrid:
-        counts = cell_counts(*read_points(table, x, y), x_edges, y_edges)
-        kwargs: dict[str, Any] = {"rng": seed, "x_edges": x_edges, "y_edges": y_edges}
-        if "n_records" in entry.options:
-            kwargs["n_records"] = n_records
-        with epsilon_warned():
-            grid: PublishedGrid = entry.publish(counts, epsilon, **kwargs)
-        return grid
+        def release() -> PublishedGrid:
+            counts = cell_counts(*read_points(points), x_edges, y_edges)
+            kwargs: dict[str, Any] = {"rng": seed, "x_edges": x_edges, "y_edges": y_edges}
+            if "n_records" in entry.options:
+                kwargs["n_records"] = n_records
+            with epsilon_warned():
+                grid: PublishedGrid = entry.publish(counts, epsilon, **kwargs)
+            return grid
 
-    label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"
-    grid = charge_and_run(payer, Budget(epsilon), label, release)
+        label = f"histogram2d({x}, {y}, {name}, {x_edges.size - 1}x{y_edges.size - 1} cells)"
+        grid = charge_and_run(payer, Budget(epsilon), label, release)
     code = deliver(
         grid_payload(grid, x, y, label, payer.remaining_seen),
         console=out,
