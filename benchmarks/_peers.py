@@ -96,8 +96,161 @@ class _OpenDP:
         return np.asarray(self.histograms[eps](self.list_x), dtype=float)
 
 
+def _opendp_rho(epsilon: float, delta: float) -> float:
+    """The largest ρ whose (ε, δ) by OpenDP's own zCDP → approx-DP conversion fits the total."""
+    import opendp.prelude as dp
+
+    def converted(rho: float) -> float:
+        # a Gaussian of scale s at d_in = 1 is exactly ρ = 1 / (2 s²)-zCDP
+        space = dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float)
+        meas = dp.m.make_gaussian(*space, scale=(1 / (2 * rho)) ** 0.5)
+        return float(dp.c.make_zCDP_to_approxDP(meas).map(1.0).epsilon(delta))
+
+    lo, hi = 1e-6, 1.0
+    for _ in range(80):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if converted(mid) <= epsilon else (lo, mid)
+    return lo
+
+
+def _means_opendp(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
+    """OpenDP's polars mean (noisy sum / noisy length: n is not given) under a zCDP compositor.
+
+    ``Margin(max_length=2 * rows)`` is the public upper bound on the table's
+    length that OpenDP's floating-point sum needs; it is not the size n.
+    """
+    import opendp.prelude as dp
+    import polars as pl
+
+    dp.enable_features("contrib")
+    rho = _opendp_rho(*spec["total"])
+    frame = pl.LazyFrame({"x": x, "g": g})
+    lo, hi = spec["bounds"]
+    answers: list[tuple[int, float]] = []
+    times = []
+    summary = None
+    for _ in range(spec["reps"]):
+        context = dp.Context.compositor(
+            data=frame,
+            privacy_unit=dp.unit_of(contributions=1),
+            privacy_loss=dp.loss_of(rho=rho),
+            split_evenly_over=spec["queries"],
+            margins=[dp.polars.Margin(max_length=int(2 * x.size))],
+        )
+        for k in range(spec["answered"]):
+            start = time.perf_counter()
+            column: Any = pl.col("x").fill_null(0.0)  # .dp is OpenDP's polars plugin
+            query = (
+                context.query()
+                .filter((pl.col("g") >= k) & (pl.col("g") < k + spec["window"]))
+                .select(column.dp.mean(bounds=(lo, hi)))
+            )
+            if summary is None:
+                summary = query.summarize()
+            answers.append((k, float(query.release().collect().item())))
+            times.append(time.perf_counter() - start)
+    assert summary is not None
+    scales = dict(zip(summary["aggregate"].to_list(), summary["scale"].to_list(), strict=True))
+    return {
+        "rho": rho / spec["queries"],
+        "rho_total": rho,
+        "sum_sd": float(scales["Sum"]),
+        "count_sd": float(scales["Length"]),
+        "centred": False,
+        "mechanism": ", ".join(summary["distribution"].to_list()),
+        "answers": answers,
+        "query_s": float(np.median(times)),
+    }
+
+
+def _means_tumult(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
+    """Tumult Analytics' ``average`` (noisy centred sum / noisy count) in a ρ-zCDP session.
+
+    Tumult has no (ε, δ) → ρ conversion: the session gets ``spec["rho"]``, the
+    largest ρ whose CKS conversion fits (1, 10⁻⁶) (computed by queries.py).
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's workers must import tmlt too
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import SparkSession
+    from tmlt.analytics import AddOneRow, QueryBuilder, RhoZCDPBudget, Session
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "3g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    lo, hi = spec["bounds"]
+    rho = spec["rho"]
+    answers: list[tuple[int, float]] = []
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "data.parquet")
+        pq.write_table(pa.table({"x": x, "g": g}), path)
+        frame = spark.read.parquet(path).cache()
+        frame.count()
+        noise = None
+        for _ in range(spec["reps"]):
+            session = Session.from_dataframe(
+                privacy_budget=RhoZCDPBudget(rho),
+                source_id="data",
+                dataframe=frame,
+                protected_change=AddOneRow(),
+            )
+            for k in range(spec["answered"]):
+                start = time.perf_counter()
+                query = (
+                    QueryBuilder("data")
+                    .filter(f"g >= {k} AND g < {k + spec['window']}")
+                    .average("x", low=lo, high=hi)
+                )
+                budget = RhoZCDPBudget(rho / spec["queries"])
+                if noise is None:
+                    noise = session._noise_info(query, budget)  # [sum, count]; Gaussian: variance
+                answers.append((k, float(session.evaluate(query, budget).collect()[0][0])))
+                times.append(time.perf_counter() - start)
+    spark.stop()
+    assert noise is not None
+    return {
+        "rho": rho / spec["queries"],
+        "rho_total": rho,
+        "sum_sd": float(noise[0]["noise_parameter"]) ** 0.5,
+        "count_sd": float(noise[1]["noise_parameter"]) ** 0.5,
+        "centred": True,
+        "mechanism": ", ".join(str(n["noise_mechanism"].name) for n in noise),
+        "answers": answers,
+        "query_s": float(np.median(times)),
+    }
+
+
+def means(spec: dict[str, Any]) -> dict[str, Any]:
+    """benchmarks/queries.py's 100-means section: one library, its answers to the first questions."""
+    from importlib.metadata import version
+
+    warnings.filterwarnings("ignore")
+    x, g = np.load(spec["x"]), np.load(spec["g"])
+    if spec["lib"] == "opendp":
+        out = _means_opendp(spec, x, g)
+        out["versions"] = {lib: version(lib) for lib in ("opendp", "polars")}
+    else:
+        out = _means_tumult(spec, x, g)
+        out["versions"] = {lib: version(lib) for lib in ("tmlt.analytics", "tmlt.core", "pyspark")}
+    return out
+
+
 def main() -> None:
     spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
+    if spec.get("experiment") == "means":
+        print(json.dumps(means(spec)))
+        return
     warnings.filterwarnings("ignore")
     small = np.load(spec["error_data"])
     out: dict[str, Any] = {"errors": {}, "times": {}, "versions": {}}

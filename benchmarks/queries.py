@@ -12,6 +12,14 @@
    first ``--error-rows`` rows, and time per release on all rows.
 3. Spark local mode on ``us_babynames_1880_2010.csv``: sum of births by sex and
    by decade, with time, against plain Spark.
+4. 100 mean queries (issue 29), one batch at a total (ε, δ) = (1, 10⁻⁶), on
+   ``--rows`` generated rows: RMSE per query of dpkit today (basic composition,
+   Laplace, ε = 0.01 each), dpkit's sessions with ``accountant="zcdp" | "rdp" |
+   "pld"`` and Gaussian/auto noise at the largest per-query ε that
+   ``session.afford`` admits 100 times, OpenDP (zCDP compositor) and Tumult
+   Analytics (ρ-zCDP session; its own ``.venv-bench-tumult``, see
+   ``benchmarks/requirements-tumult.txt``). Run it alone with ``--means-only``
+   (merged into ``--out``, the other sections kept).
 
 Data is generated (seeded) in memory or read from ``--babynames``; nothing is
 written into the repository except the small summary ``--out`` (JSON, and the
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -309,6 +318,207 @@ def spark_section(path: Path, reps: int) -> list[dict[str, Any]] | str:
     return out
 
 
+# --------------------------------------------------------------------------- 4. 100 means
+
+MEANS = 100  # questions in the batch
+TOTAL = (1.0, 1e-6)  # the batch's total (ε, δ)
+GROUPS = 200  # g is uniform on 0..199; question k is the mean of x over k <= g < k + 100
+#: dpkit's session settings: today's (basic, Laplace) and the accountants that compose ρ or better
+DPKIT_SETTINGS = [
+    ("basic", "laplace"),
+    ("zcdp", "gaussian"),
+    ("rdp", "gaussian"),
+    ("pld", "gaussian"),
+    ("pld", "auto"),
+    ("pld", "laplace"),
+]
+
+
+def generate_means(rows: int, seed: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """x as in :func:`generate` (a few values outside the public bounds) and g on 0..199."""
+    rng = np.random.default_rng(seed)
+    x = np.round(np.clip(rng.normal(50.0, 15.0, rows), -20, 140), 3)
+    return x, rng.integers(0, GROUPS, rows)
+
+
+def mean_truths(x: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 100 exact answers (NumPy, x clipped to the bounds) and the rows each one averages."""
+    sums = np.bincount(g, weights=np.clip(x, *BOUNDS), minlength=GROUPS)
+    counts = np.bincount(g, minlength=GROUPS).astype(float)
+    s = np.array([sums[k : k + MEANS].sum() for k in range(MEANS)])
+    n = np.array([counts[k : k + MEANS].sum() for k in range(MEANS)])
+    return s / n, n
+
+
+def _largest_epsilon(session: Any, spec_of: Callable[[float], Any]) -> float:
+    """The largest per-query ε (to 1e-6 relative) at which the session affords all 100 queries."""
+    lo, hi = 0.0, TOTAL[0]
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        if session.afford(spec_of(mid), limit=MEANS) >= MEANS:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _sum_noise_sd(release: Any) -> tuple[float, float]:
+    """Standard deviations of the noise on the (centred) sum and on the count, from the release."""
+    details = release.details
+    if "noise" in details:  # Gaussian steps state their σ
+        return details["noise"]["sum"]["sigma"], details["noise"]["count"]["sigma"]
+    # Laplace of scale radius / ε on the sum centred at the middle of the bounds
+    radius = (BOUNDS[1] - BOUNDS[0]) / 2
+    split = details["epsilon_split"]
+    return math.sqrt(2) * radius / split["sum"], math.sqrt(2) / split["count"]
+
+
+def dpkit_means(x: np.ndarray, g: np.ndarray, reps: int) -> list[dict[str, Any]]:
+    """dpkit: 100 means per repetition in a fresh session of total (1, 1e-6), for each setting."""
+    import warnings
+
+    import pyarrow as pa
+
+    from dpkit.errors import PrivacyWarning
+    from dpkit.tables import QuerySpec
+    from dpkit.tables.engines.base import Condition
+
+    truth, _ = mean_truths(x, g)
+    con = connect()
+    con.register("generated", pa.table({"x": x, "g": g}))
+    con.execute("CREATE TABLE means AS SELECT * FROM generated")
+    con.unregister("generated")
+    types = {"x": "DOUBLE", "g": "BIGINT"}
+    windows = [[Condition("g", ">=", k), Condition("g", "<", k + MEANS)] for k in range(MEANS)]
+    out: list[dict[str, Any]] = []
+    for rule, noise in DPKIT_SETTINGS:
+        label = f"dpkit, accountant={rule!r}, noise={noise!r}"
+        print(f"      {label} ...", file=sys.stderr)
+
+        def open_session(rep: int, rule: str = rule, noise: str = noise) -> Any:
+            with warnings.catch_warnings():  # pld: valid here, the 100 queries are fixed in advance
+                warnings.simplefilter("ignore", PrivacyWarning)
+                kwargs: dict[str, Any] = {}
+                if rule != "basic":  # basic/laplace: today's Session, unchanged arguments
+                    kwargs = {"accountant": rule, "noise": noise}
+                return Session.from_duckdb(
+                    "means", connection=con, types=types, epsilon=TOTAL[0], delta=TOTAL[1],
+                    rng=1000 * rep + len(out), **kwargs,
+                )  # fmt: skip
+
+        start = time.perf_counter()
+        if rule == "basic":
+            epsilon = TOTAL[0] / MEANS
+        else:
+            epsilon = _largest_epsilon(
+                open_session(0),
+                lambda e: QuerySpec("mean", "x", epsilon=e, bounds=BOUNDS, where=windows[0]),
+            )
+        search_s = time.perf_counter() - start
+        errors: list[float] = []
+        start = time.perf_counter()
+        for rep in range(reps):
+            session = open_session(rep)
+            for k in range(MEANS):
+                release = session.mean("x", epsilon=epsilon, bounds=BOUNDS, where=windows[k])
+                errors.append(release.value - truth[k])
+        answer_s = (time.perf_counter() - start) / (reps * MEANS)
+        sum_sd, count_sd = _sum_noise_sd(release)
+        out.append(
+            {
+                "setting": label,
+                "epsilon": epsilon,
+                "rho": release.privacy.rho,
+                "sum_sd": sum_sd,
+                "count_sd": count_sd,
+                "centred": True,
+                "rmse": float(np.sqrt(np.mean(np.square(errors)))),
+                "answers": len(errors),
+                "spent": str(session.spent),
+                "search_s": search_s,
+                "query_s": answer_s,
+            }
+        )
+    return out
+
+
+def predicted_rmse(row: dict[str, Any], truth: np.ndarray, n: np.ndarray) -> float:
+    """RMSE of (S + Z_s) / (N + Z_c) by the delta method, from the stated noise of sum and count."""
+    shift = truth - (sum(BOUNDS) / 2 if row["centred"] else 0.0)
+    var = (row["sum_sd"] ** 2 + (shift * row["count_sd"]) ** 2) / n**2
+    return float(np.sqrt(var.mean()))
+
+
+def peers_means(
+    x: np.ndarray, g: np.ndarray, reps: int, answered: dict[str, int], pythons: dict[str, Path]
+) -> list[dict[str, Any]]:
+    """OpenDP and Tumult, each in its own isolated environment, on the same data and questions."""
+    from dpkit.accounting.composition import largest_rho
+
+    truth, _ = mean_truths(x, g)
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "x.npy", x)
+        np.save(Path(tmp) / "g.npy", g)
+        for lib, python in pythons.items():
+            label = {"opendp": "OpenDP", "tumult": "Tumult Analytics"}[lib]
+            row: dict[str, Any] = {"setting": label}
+            if not python.exists():
+                row["not_run"] = f"{python} not found (see benchmarks/requirements-*.txt)"
+                out.append(row)
+                continue
+            print(f"      {label} ...", file=sys.stderr)
+            spec = {
+                "experiment": "means",
+                "lib": lib,
+                "x": str(Path(tmp) / "x.npy"),
+                "g": str(Path(tmp) / "g.npy"),
+                "bounds": list(BOUNDS),
+                "queries": MEANS,
+                "answered": answered[lib],
+                "window": MEANS,
+                "total": list(TOTAL),
+                "rho": float(largest_rho(*TOTAL)),  # Tumult has no (ε, δ) → ρ conversion of its own
+                "reps": reps,
+            }
+            spec_path = Path(tmp) / f"{lib}.json"
+            spec_path.write_text(json.dumps(spec), encoding="utf-8")
+            done = subprocess.run(
+                [str(python), str(ROOT / "benchmarks" / "_peers.py"), str(spec_path)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                out.append({**row, "not_run": "failed: " + done.stderr[-1500:]})
+                continue
+            peer = json.loads(done.stdout.strip().splitlines()[-1])
+            errors = [v - truth[k] for k, v in peer.pop("answers")]
+            row.update(peer)
+            row["rmse"] = float(np.sqrt(np.mean(np.square(errors))))
+            row["answers"] = len(errors)
+            out.append(row)
+    return out
+
+
+def means_section(
+    rows: int, reps: int, answered: dict[str, int], pythons: dict[str, Path]
+) -> dict[str, Any]:
+    x, g = generate_means(rows)
+    truth, n = mean_truths(x, g)
+    result: dict[str, Any] = {
+        "rows": rows,
+        "reps": reps,
+        "rows_per_query": [float(n.min()), float(n.max())],
+        "dpkit": dpkit_means(x, g, reps),
+        "peers": peers_means(x, g, reps, answered, pythons),
+    }
+    for row in result["dpkit"] + result["peers"]:
+        if "sum_sd" in row:
+            row["predicted_rmse"] = predicted_rmse(row, truth, n)
+    return result
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -385,6 +595,76 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+MEANS_HEADING = "## 100 mean queries at a total (ε, δ) = (1, 10⁻⁶)"
+
+
+def means_report(means: dict[str, Any]) -> str:
+    lo, hi = means["rows_per_query"]
+    lines = [
+        MEANS_HEADING,
+        "",
+        f"`benchmarks/queries.py --means-only`: {means['rows']:,} generated rows (x ~ N(50, 15²) "
+        f"rounded, a few outside the public bounds {BOUNDS}; g uniform on 0..{GROUPS - 1}). "
+        f"Question k = 0..{MEANS - 1}: the mean of x over the rows with k ≤ g < k + {MEANS} "
+        f"({lo:,.0f}–{hi:,.0f} rows each, overlapping; n is not public). The whole batch of "
+        f"{MEANS} is one guarantee (1, 10⁻⁶) under add/remove one row. RMSE against NumPy's exact "
+        'means over all answers; "predicted" is the delta-method RMSE of noisy sum / noisy count '
+        "from the noise each library states. σ: standard deviation of the noise on the sum "
+        "(centred at the middle of the bounds where the library centres) and on the count.",
+        "",
+        "| setting | per-query ε | per-query ρ | σ sum | σ count | RMSE per query | predicted RMSE "
+        "| answers | time per query (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in means["dpkit"] + means["peers"]:
+        if "not_run" in row:
+            lines.append(f"| {row['setting']} | not run: {row['not_run'][:300]} | | | | | | | |")
+            continue
+        eps = row.get("epsilon")
+        rho = row.get("rho")
+        lines.append(
+            f"| {row['setting']} | {'—' if eps is None else f'{eps:.5f}'} "
+            f"| {'—' if rho is None else f'{rho:.4e}'} | {row['sum_sd']:,.0f} "
+            f"| {row['count_sd']:,.1f} | {row['rmse']:.3e} | {row['predicted_rmse']:.3e} "
+            f"| {row['answers']:,} | {row['query_s']:.3f} |"
+        )
+    notes = [
+        "",
+        f"dpkit: {means['reps']} fresh sessions of {MEANS} answers per setting; the per-query ε is "
+        "the largest with `session.afford(spec) >= 100` (bisection); basic composition gets "
+        "1/100 each. The budget spent by the last session is in the JSON (`spent`).",
+    ]
+    for row in means["peers"]:
+        if "not_run" in row:
+            continue
+        notes.append(
+            f"{row['setting']}: budget split evenly over {MEANS} queries, total ρ = "
+            f"{row['rho_total']:.6f}; it answered the first {row['answers'] // means['reps']} of the "
+            f"{MEANS} questions per session ({means['reps']} sessions) — all {MEANS} questions have "
+            f"the same size and noise, so its RMSE estimates the batch's; {row['mechanism']}; "
+            f"versions {row['versions']}."
+        )
+    return "\n".join(lines + notes)
+
+
+def _write_means(out: Path, means: dict[str, Any]) -> str:
+    """Merge the means section into the JSON and the Markdown, keeping every other section."""
+    results = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    results["means"] = means
+    out.write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
+    md = out.with_suffix(".md")
+    text = md.read_text(encoding="utf-8") if md.exists() else ""
+    section = means_report(means)
+    if MEANS_HEADING in text:
+        before, _, after = text.partition(MEANS_HEADING)
+        rest = after.find("\n## ")
+        text = before + section + ("\n" + after[rest:] if rest >= 0 else "\n")
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
+    md.write_text(text, encoding="utf-8")
+    return section
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -405,6 +685,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--skip-peers", action="store_true", help="only dpkit's own errors and times"
     )
+    parser.add_argument(
+        "--means-only",
+        action="store_true",
+        help="run only section 4 (100 means at (1, 1e-6)); merge it into --out, keep the rest",
+    )
+    parser.add_argument("--means-reps", type=int, default=3, help="sessions of 100 answers")
+    parser.add_argument(
+        "--opendp-queries", type=int, default=10, help="of the 100 questions OpenDP answers"
+    )
+    parser.add_argument(
+        "--tumult-queries", type=int, default=2, help="of the 100 questions Tumult answers"
+    )
+    parser.add_argument(
+        "--tumult-python", type=Path, default=ROOT / ".venv-bench-tumult" / "bin" / "python"
+    )
     parser.add_argument("--quick", action="store_true", help="1 M rows, 20 reps (a smoke test)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "queries.json"
@@ -412,6 +707,21 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.error_rows, args.reps, args.time_reps = 1_000_000, 20_000, 20, 3
+    if args.quick:  # section 4 on 10⁵ rows, one session each
+        args.means_rows, args.means_reps = 100_000, 1
+        args.opendp_queries, args.tumult_queries = min(args.opendp_queries, 2), 1
+    else:
+        args.means_rows = args.rows
+    pythons = {"opendp": args.peers_python, "tumult": args.tumult_python}
+    if args.skip_peers:
+        pythons = {lib: Path("/nonexistent") for lib in pythons}
+    answered = {"opendp": args.opendp_queries, "tumult": args.tumult_queries}
+    if args.means_only:
+        print(f"[4/4] 100 means on {args.means_rows:,} rows ...", file=sys.stderr)
+        means = means_section(args.means_rows, args.means_reps, answered, pythons)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        print(_write_means(args.out, means))
+        return
     x, g = generate(args.rows)
     results: dict[str, Any] = {
         "rows": args.rows,
@@ -419,9 +729,9 @@ def main(argv: list[str] | None = None) -> None:
         "reps": args.reps,
         "time_reps": args.time_reps,
     }
-    print(f"[1/3] DuckDB timings on {args.rows:,} rows ...", file=sys.stderr)
+    print(f"[1/4] DuckDB timings on {args.rows:,} rows ...", file=sys.stderr)
     results["duckdb"] = duckdb_section(x, g, args.time_reps)
-    print("[2/3] errors and times against diffprivlib and OpenDP ...", file=sys.stderr)
+    print("[2/4] errors and times against diffprivlib and OpenDP ...", file=sys.stderr)
     results["peers"] = peers_section(
         x,
         args.error_rows,
@@ -429,15 +739,18 @@ def main(argv: list[str] | None = None) -> None:
         min(args.time_reps, 3),
         Path("/nonexistent") if args.skip_peers else args.peers_python,
     )
-    print("[3/3] Spark on babynames ...", file=sys.stderr)
+    print("[3/4] Spark on babynames ...", file=sys.stderr)
     results["spark"] = (
         "skipped" if args.skip_spark else spark_section(args.babynames, min(args.time_reps, 3))
     )
+    del x, g
+    print(f"[4/4] 100 means on {args.means_rows:,} rows ...", file=sys.stderr)
+    means = means_section(args.means_rows, args.means_reps, answered, pythons)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
     text = report(results)
     args.out.with_suffix(".md").write_text(text + "\n", encoding="utf-8")
-    print(text)
+    print(text + "\n\n" + _write_means(args.out, means))
 
 
 if __name__ == "__main__":

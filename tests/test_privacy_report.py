@@ -190,3 +190,13 @@ def test_release_constructor_and_replace_keep_working() -> None:
     assert paid.remaining == Budget(1.0) and paid.privacy.mechanisms == r.privacy.mechanisms
     assert paid != r and replace(paid, privacy=paid.privacy.paid(None)) == r
     assert replace(r, value=2.0).privacy == r.privacy and float(r) == 1.5
+
+
+def test_a_per_group_bound_is_named_in_the_relation() -> None:
+    s = _session(privacy_unit="pid", max_contributions=2, max_groups=3)
+    relation = "add/remove one person (≤ 2 rows per group in ≤ 3 groups, privacy unit 'pid')"
+    assert neighbouring("pid", 2, 3) == relation
+    assert neighbouring("pid", 1, 1) == (
+        "add/remove one person (≤ 1 row per group in ≤ 1 group, privacy unit 'pid')"
+    )
+    _check(s.count(epsilon=1.0), 1.0, 0.0, relation, s.remaining)

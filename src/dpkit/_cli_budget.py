@@ -19,7 +19,14 @@ Every CLI verb that *releases* something about a data file (``dpkit query``,
   budget, ``--budget EPSILON`` (and ``--budget-delta DELTA`` for queries that
   spend δ); without it the verb refuses, before reading anything, and says how
   to proceed — the budget of a dataset is a decision, never a default;
-* the ledger records the dataset it guards and refuses another one.
+* the ledger records the dataset it guards and refuses another one;
+* the ledger records how it composes charges, ``--accountant basic | zcdp |
+  rdp``, given when it is created (default ``basic``) and kept for good; a
+  later ``--accountant`` naming another rule is refused before anything is
+  charged. The command line answers one query at a time, each chosen after
+  seeing the earlier answers, so it offers only the rules that are valid for
+  adaptively chosen queries (privacy filters, see ``docs/accounting.md``);
+  ``pld`` and ``tightest`` are for scripts whose queries are fixed in advance.
 
 Verbs that *evaluate* methods (``dpkit walkthrough``, ``dpkit reproduce``)
 print held-out accuracy and use seeded noise: their output is not
@@ -40,6 +47,8 @@ from dpkit.accounting.registry import DatasetRegistry, ledger_directory
 from dpkit.errors import InvalidParameterError, LedgerError, PrivacyWarning
 
 __all__ = [
+    "ACCOUNTANTS",
+    "check_accountant",
     "cli_payer",
     "default_ledger",
     "ledger_directory",
@@ -48,6 +57,70 @@ __all__ = [
     "warn_weak_budget",
     "weak_budget_message",
 ]
+
+
+#: The composition rules ``--accountant`` offers: those valid when each query is chosen
+#: after seeing the earlier answers (the command line is interactive).
+ACCOUNTANTS = ("basic", "zcdp", "rdp")
+_FIXED_IN_ADVANCE = ("pld", "tightest")
+
+
+def check_accountant(name: str | None) -> str | None:
+    """``--accountant NAME`` checked (public input, before anything is opened or charged)."""
+    if name is None:
+        return None
+    if name in _FIXED_IN_ADVANCE:
+        raise InvalidParameterError(
+            f"--accountant {name} is valid only for a sequence of queries whose noise is fixed "
+            "before the first answer (a script, in Python); the command line answers one query "
+            "at a time, each chosen after seeing the earlier answers, so it offers only "
+            f"{', '.join(ACCOUNTANTS[:-1])} and {ACCOUNTANTS[-1]}. Use --accountant rdp, the "
+            "tightest rule that stays valid for adaptively chosen queries."
+        )
+    if name not in ACCOUNTANTS:
+        raise InvalidParameterError(
+            f"--accountant must be one of {', '.join(ACCOUNTANTS[:-1])} or {ACCOUNTANTS[-1]}; "
+            f"got {name!r}."
+        )
+    return name
+
+
+def planned_payer(
+    table: Path,
+    ledger: Path | None,
+    budget: float | None,
+    budget_delta: float | None,
+    composition: str | None = None,
+) -> tuple[Budget, str] | None:
+    """The budget and rule the verb will pay under, read without opening or creating anything.
+
+    An existing ledger's own (its header); else ``--budget``/``--budget-delta``
+    with ``--accountant`` (default basic); None when neither is known yet (the
+    verb then refuses when it opens the ledger). For costing a query before its
+    ledger is opened (the Gaussian mechanism's cost depends on the payer's δ).
+    """
+    rule = check_accountant(composition)
+    path = Path(ledger) if ledger is not None else default_ledger(table)
+    if path.exists():
+        recorded = Accountant.from_ledger(path)
+        total, own = recorded.budget, recorded.composition
+        recorded.close()
+        return total, own
+    if budget is None:
+        return None
+    return _new_total(budget, budget_delta, rule), rule or "basic"
+
+
+def _new_total(budget: float, budget_delta: float | None, rule: str | None) -> Budget:
+    """A new ledger's total; the rules that convert to (ε, δ) need δ > 0 (said in CLI words)."""
+    total = Budget(budget, budget_delta or 0)
+    if rule in ("zcdp", "rdp") and total.delta_exact == 0:
+        raise InvalidParameterError(
+            f"--accountant {rule} needs a budget with delta > 0 (it converts to (epsilon, "
+            "delta)-DP only for delta > 0): add --budget-delta, e.g. --budget-delta 1e-6, or "
+            "use --accountant basic."
+        )
+    return total
 
 
 def dataset_identity(table: Path) -> str:
@@ -71,11 +144,15 @@ def open_cli_accountant(
     budget: float | None,
     budget_delta: float | None,
     new_ledger: bool = False,
+    composition: str | None = None,
 ) -> Accountant:
     """The accountant a data-reading verb pays from (see the module doc); refuses without one.
 
-    Everything here happens before anything is charged or read from the rows.
+    ``composition`` is ``--accountant`` (None: the ledger's own, or basic for a
+    new one). Everything here happens before anything is charged or read from
+    the rows.
     """
+    rule = check_accountant(composition)
     if new_ledger and (ledger is None or Path(ledger).exists() or budget is None):
         raise InvalidParameterError(
             "--new-ledger starts a second budget for a dataset that already has a ledger: it "
@@ -89,7 +166,7 @@ def open_cli_accountant(
     DatasetRegistry().check(identity, path, new_ledger=new_ledger)
     if path.exists():
         recorded = Accountant.from_ledger(path)
-        total, composition = recorded.budget, recorded.composition
+        total, own = recorded.budget, recorded.composition
         recorded.close()
         if budget is not None and Budget(budget, budget_delta or 0) != total:
             raise LedgerError(
@@ -97,7 +174,13 @@ def open_cli_accountant(
                 "fixed when its ledger is created and cannot be raised. Drop "
                 "--budget/--budget-delta to keep paying from it."
             )
-        return Accountant(total, ledger=path, composition=composition, dataset=identity)  # type: ignore[arg-type]
+        if rule is not None and rule != own:
+            raise LedgerError(
+                f"the ledger {path} composes its charges with --accountant {own}, not "
+                f"--accountant {rule}; a ledger keeps the rule it was created with. Drop "
+                f"--accountant (or give --accountant {own}) to keep paying from it."
+            )
+        return Accountant(total, ledger=path, composition=own, dataset=identity)  # type: ignore[arg-type]
     if budget is None:
         where = "" if ledger is not None else " (this file's default ledger)"
         raise InvalidParameterError(
@@ -106,12 +189,17 @@ def open_cli_accountant(
             "1e-6 if queries will spend delta). Every later command on this file spends from "
             "the same budget."
         )
+    total = _new_total(budget, budget_delta, rule)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise LedgerError(f"cannot create the directory of the ledger {path}: {err}.") from None
     accountant = Accountant(
-        Budget(budget, budget_delta or 0), ledger=path, dataset=identity, new_ledger=new_ledger
+        total,
+        ledger=path,
+        dataset=identity,
+        new_ledger=new_ledger,
+        composition=rule or "basic",  # type: ignore[arg-type]
     )
     warn_weak_budget(budget)
     return accountant
@@ -152,13 +240,14 @@ def cli_payer(
     budget: float | None,
     budget_delta: float | None,
     new_ledger: bool = False,
+    composition: str | None = None,
 ) -> Accountant:
     """The given accountant (tests, scripts), else the file's ledger (:func:`open_cli_accountant`)."""
     if accountant is not None:
         payer = as_accountant(accountant)
         assert payer is not None
         return payer
-    return open_cli_accountant(Path(table), ledger, budget, budget_delta, new_ledger)
+    return open_cli_accountant(Path(table), ledger, budget, budget_delta, new_ledger, composition)
 
 
 def require_public_data(public_data: bool, verb: str) -> None:

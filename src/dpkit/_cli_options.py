@@ -181,6 +181,15 @@ LEDGER = OptionGroup(
             "already has a ledger; its total privacy loss becomes the sum. See "
             "docs/accounting.md.",
         ),
+        option(
+            "composition",
+            str | None,
+            None,
+            "--accountant",
+            help="How the ledger adds up charges: basic | zcdp | rdp (needs --budget-delta). "
+            "Chosen when the ledger is created (default basic) and kept; see "
+            "docs/accounting.md.",
+        ),
     )
 )
 

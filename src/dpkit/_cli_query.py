@@ -290,6 +290,14 @@ SOURCE = OptionGroup(
             "--encoding",
             help="The CSV file's text encoding, e.g. latin-1 (default UTF-8).",
         ),
+        option(
+            "noise",
+            str | None,
+            None,
+            "--noise",
+            help="Noise of the release: laplace (default) | gaussian (needs a ledger made with "
+            "--accountant zcdp or rdp) | auto (the smaller error; laplace under basic).",
+        ),
     )
 )
 

@@ -258,12 +258,26 @@ def budget(
         console.print(table)
         if accountant.dataset is not None:
             console.print(f"guards the dataset: {accountant.dataset}", highlight=False)
+        console.print(
+            f"accountant: {accountant.composition} ({_RULE_NOTES.get(accountant.composition, '')})",
+            highlight=False,
+        )
         console.print(f"spent: {accountant.spent}; remaining: {accountant.remaining}")
         _warn_weak_ledger(accountant.budget.epsilon)
         if plot is not None:
             console.print(f"chart of the budget over time written to {plot}", highlight=False)
     finally:
         accountant.close()
+
+
+#: What ``dpkit budget`` says about a ledger's composition rule (``--accountant``).
+_RULE_NOTES = {
+    "basic": "the sum of the charges; valid for adaptively chosen queries",
+    "zcdp": "zCDP: the sum of the charges' rho; valid for adaptively chosen queries",
+    "rdp": "a Renyi-DP filter; valid for adaptively chosen queries",
+    "pld": "privacy loss distributions; valid only for noise fixed in advance",
+    "tightest": "the tightest of several theorems; valid only for queries fixed in advance",
+}
 
 
 def _warn_weak_ledger(epsilon: float) -> None:

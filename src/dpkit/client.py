@@ -246,12 +246,29 @@ class AdminClient:
     def revoke(self, name: str) -> None:
         self._http.request("POST", f"/api/v1/admin/analysts/{name}/revoke")
 
-    def grant(self, analyst: str, dataset: str, epsilon: float, delta: float = 0.0) -> Budget:
-        body = self._http.request(
-            "POST",
-            "/api/v1/admin/grants",
-            json={"analyst": analyst, "dataset": dataset, "epsilon": epsilon, "delta": delta},
-        )
+    def grant(
+        self,
+        analyst: str,
+        dataset: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        accountant: str | None = None,
+        noise: str | None = None,
+    ) -> Budget:
+        """Add (ε, δ) to a grant; ``accountant`` (basic, zcdp, rdp) is fixed when it is
+        created, ``noise`` (laplace, gaussian, auto) sets its queries' noise."""
+        request: dict[str, Any] = {
+            "analyst": analyst,
+            "dataset": dataset,
+            "epsilon": epsilon,
+            "delta": delta,
+        }
+        if accountant is not None:
+            request["accountant"] = accountant
+        if noise is not None:
+            request["noise"] = noise
+        body = self._http.request("POST", "/api/v1/admin/grants", json=request)
         return _budget(body)
 
     def audit(self, limit: int = 100) -> list[dict[str, Any]]:

@@ -36,13 +36,22 @@ UNSET: Any = object()  # "remaining= not given" to a release's constructor (None
 LOCAL_NEIGHBOURING = "change one respondent's input (local DP: each report on its own)"
 
 
-def neighbouring(privacy_unit: str | None = None, max_contributions: int = 1) -> str:
-    """The neighbouring relation as a short public phrase, from the declared privacy unit."""
+def neighbouring(
+    privacy_unit: str | None = None, max_contributions: int = 1, max_groups: int | None = None
+) -> str:
+    """The neighbouring relation as a short public phrase, from the declared privacy unit.
+
+    With ``max_groups`` (a session's per-group bound) a grouped query keeps at
+    most ``max_contributions`` rows of a person in each of ``max_groups`` groups.
+    """
     if privacy_unit is None:
         return NEIGHBOURING
     k = int(max_contributions)
     rows = "row" if k == 1 else "rows"
-    return f"add/remove one person (≤ {k} {rows}, privacy unit {privacy_unit!r})"
+    bound = f"≤ {k} {rows}"
+    if max_groups is not None:
+        bound += f" per group in ≤ {int(max_groups)} group{'' if max_groups == 1 else 's'}"
+    return f"add/remove one person ({bound}, privacy unit {privacy_unit!r})"
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def test_dpkit_admin_grant_shows_the_warning(monkeypatch: pytest.MonkeyPatch) ->
         def __init__(self, total: float) -> None:
             self.total = total
 
-        def grant(self, *_: Any) -> Budget:
+        def grant(self, *_: Any, **__: Any) -> Budget:
             return Budget(self.total, 0)
 
     runner = CliRunner()

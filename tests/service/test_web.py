@@ -223,6 +223,24 @@ def test_twin_is_marked_synthetic_and_free(page: Page, service: tuple[str, dict[
     assert page.locator("#budget-text").inner_text() == before
 
 
+def test_gauge_shows_the_accountant_and_the_answers_left(
+    page: Page, service: tuple[str, dict[str, str]]
+) -> None:
+    """The grant's composition rule, and how many more of the query being written it pays for."""
+    _use_key(page, service[1]["alice"])
+    expect(page.locator("#budget-text")).to_contain_text("basic accounting")
+    shown = re.compile(r"^This query: (\d+) more answers? at this budget\.$")
+    expect(page.locator("#answers-left")).to_have_text(shown)
+    at_a_tenth = int(shown.match(page.locator("#answers-left").inner_text()).group(1))  # type: ignore[union-attr]
+    left = float(re.search(r"ε ([0-9.]+) of", page.locator("#budget-text").inner_text()).group(1))  # type: ignore[union-attr]
+    assert at_a_tenth == int(left / 0.1 + 1e-9)  # basic composition: what is left over ε
+    page.fill("#epsilon", "0.25")
+    quarter = f"This query: {int(left / 0.25 + 1e-9)} more answer"
+    expect(page.locator("#answers-left")).to_contain_text(quarter)
+    page.click("#cost-button")
+    expect(page.locator("#cost-result")).to_contain_text(f"your budget can pay it ({quarter[12:]}")
+
+
 def test_bad_key_shows_the_api_error(page: Page, service: tuple[str, dict[str, str]]) -> None:
     base, _ = service
     expected = httpx.get(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,14 @@ from types import TracebackType
 from typing import Literal
 
 from dpkit.accounting.budget import Amount, Budget
-from dpkit.accounting.composition import _Rule, _Totals, parallel_composition
+from dpkit.accounting.composition import (
+    COMPOSITION_RULES,
+    _Rule,
+    _Totals,
+    parallel_composition,
+)
+from dpkit.accounting.events import PrivacyEvent, as_event, event_from_json, is_event
+from dpkit.accounting.filters import PrivacyFilter, _filter_for_rule
 from dpkit.accounting.ledger import (
     Ledger,
     Level,
@@ -23,14 +31,20 @@ from dpkit.accounting.ledger import (
     NewRow,
     Row,
     SqliteLedger,
+    event_text,
     open_ledger,
+    row_event,
 )
 from dpkit.errors import BudgetExceededError, InvalidParameterError, LedgerCorruptError
 
-Composition = Literal["basic", "zcdp", "tightest"]
+Composition = Literal["basic", "zcdp", "tightest", "pld", "rdp"]
 
 #: How many refusals an accountant object remembers (:attr:`Accountant.refusals`).
 MAX_REFUSALS = 1000
+
+# Most steps Accountant.affordable moves its count to match the Rényi sums of one-by-one
+# charges (k·curve and k float additions differ by k ulps: one step at most in practice).
+_SETTLE_STEPS = 8
 
 # Logs only what the analyst already sees: a ledger's place and budget, a
 # charge's label and cost, a refusal's message. Never data. Silent unless the
@@ -50,6 +64,10 @@ class ChargeRecord:
         scopes: for charges inside parallel scopes, ``(scope label, part key)``
             pairs from the outermost scope in; ``part key`` is None when the
             charge is a part of its own. Empty for sequential charges.
+        event: the privacy event charged (:mod:`dpkit.accounting.events`): the
+            one given to :meth:`Accountant.charge`, else ``as_event(cost)``
+            (also for charges in ledgers written before events were recorded).
+            ``event.budget() == cost`` always.
     """
 
     id: int
@@ -57,6 +75,11 @@ class ChargeRecord:
     cost: Budget
     timestamp: datetime
     scopes: tuple[tuple[str, str | None], ...] = ()
+    event: PrivacyEvent | None = None
+
+    def __post_init__(self) -> None:
+        if self.event is None:
+            object.__setattr__(self, "event", as_event(self.cost))
 
 
 @dataclass(frozen=True)
@@ -114,9 +137,14 @@ class _State:
         self.records: list[ChargeRecord] = []
 
     def _walk(
-        self, path: Sequence[Level], cost: Budget, row_id: int | None, commit: bool
+        self,
+        path: Sequence[Level],
+        cost: Budget,
+        row_id: int | None,
+        commit: bool,
+        event: PrivacyEvent | None = None,
     ) -> _Totals:
-        """Root totals after adding ``cost`` as an item at ``path``; stored if ``commit``."""
+        """Root totals after adding ``cost`` (made by ``event``) at ``path``; stored if ``commit``."""
         seqs: list[_Sequence | None] = [self.root]
         pars: list[_Parallel | None] = []
         node: _Sequence | None = self.root
@@ -132,7 +160,7 @@ class _State:
             seqs.append(seq)
             node = seq
         leaf = seqs[-1]
-        totals = (leaf.totals if leaf is not None else _Totals()).plus(cost)
+        totals = (leaf.totals if leaf is not None else _Totals()).plus(cost, event)
         if commit and leaf is not None:
             leaf.totals = totals
         for depth in range(len(path) - 1, -1, -1):
@@ -148,14 +176,16 @@ class _State:
                 parent.totals = totals
         return totals
 
-    def preview(self, path: Sequence[Level], cost: Budget) -> _Totals:
-        return self._walk(path, cost, None, commit=False)
+    def preview(
+        self, path: Sequence[Level], cost: Budget, event: PrivacyEvent | None = None
+    ) -> _Totals:
+        return self._walk(path, cost, None, commit=False, event=event)
 
     def ingest(self, rows: Sequence[Row]) -> None:
         for row in rows:
             if row.id <= self.last_id:
                 continue
-            self._walk(row.path, row.cost, row.id, commit=True)
+            self._walk(row.path, row.cost, row.id, commit=True, event=row.event)
             self.last_id = row.id
             self.records.append(
                 ChargeRecord(
@@ -164,6 +194,7 @@ class _State:
                     cost=row.cost,
                     timestamp=datetime.fromtimestamp(row.timestamp, UTC),
                     scopes=tuple((lv[1], lv[2]) for lv in row.path),
+                    event=row_event(row),
                 )
             )
 
@@ -184,6 +215,33 @@ def _check_label(label: object) -> str:
             "stored in the ledger and shown in messages, so it must not contain private data."
         )
     return label
+
+
+def _check_event(cost: Budget, event: object) -> PrivacyEvent | None:
+    """``event`` (None, or a privacy event whose budget() is exactly ``cost``); refused otherwise."""
+    if event is None:
+        return None
+    if isinstance(event, Budget):
+        raise InvalidParameterError(
+            "event must be a dpkit privacy event (dpkit.accounting.events), not a Budget; "
+            "pass the budget as the cost."
+        )
+    if not is_event(event):
+        raise InvalidParameterError(
+            "event must be a dpkit privacy event (dpkit.accounting.events: LaplaceEvent, "
+            f"GaussianEvent, ...), got an object of type {type(event).__name__}."
+        )
+    ev = as_event(event)  # type: ignore[arg-type]
+    # what the ledger stores must read back as the same event (never a corrupt ledger)
+    if event_from_json(json.loads(event_text(ev))) != ev:  # pragma: no cover - defensive
+        raise InvalidParameterError("this privacy event does not survive its JSON form.")
+    stated = ev.budget()
+    if stated != cost:
+        raise InvalidParameterError(
+            f"the event is charged as {stated} but the cost given is {cost}; they must be the "
+            "same amount (build the cost as event.budget(), or omit the cost's event)."
+        )
+    return ev
 
 
 def _check_key(key: object) -> str:
@@ -236,6 +294,18 @@ class Accountant:
         composition keeps the total within budget. Valid only if the sequence of
         costs was fixed before the first release (a script, not an interactive
         session): the theorems it uses assume non-adaptive parameters.
+      - ``"pld"``: a charge is admitted if basic composition or the privacy
+        loss distribution of all charges (Google's ``dp_accounting``,
+        :mod:`dpkit.accounting.pld`) keeps the total within budget: the
+        tightest (ε, δ) for many Laplace or Gaussian releases. Valid for
+        adaptively chosen queries whose noise parameters are fixed in advance.
+        Needs δ > 0.
+      - ``"rdp"``: a privacy filter for mixed Laplace / Gaussian / pure-ε
+        sessions (:class:`~dpkit.accounting.filters.RenyiFilter`): Gaussian-only
+        sessions are admitted by Gaussian DP, others by each release's exact
+        Rényi curve (δ split 1:9 between the two). Valid for adaptively chosen queries
+        *and* noise parameters. (ε, δ) costs with δ > 0 and no ρ are refused.
+        Needs δ > 0.
 
       For a pure budget (δ = 0) all three reduce to exact basic composition
       (``"zcdp"`` is refused).
@@ -278,6 +348,8 @@ class Accountant:
             )
         self._budget = total
         self._rule = _Rule(composition, total)
+        # the stopping rule every charge is checked by (docs/accounting.md, "Adaptive composition")
+        self._filter = _filter_for_rule(self._rule)
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._state = _State()
@@ -309,7 +381,7 @@ class Accountant:
         header = SqliteLedger(path, None, None, float(timeout))
         budget, composition = header.budget, header.composition
         header.close()
-        if composition not in ("basic", "zcdp", "tightest"):
+        if composition not in COMPOSITION_RULES:
             raise header._corrupt("its composition rule is unknown")
         return cls(budget, path, timeout=timeout, composition=composition)  # type: ignore[arg-type]
 
@@ -338,8 +410,18 @@ class Accountant:
 
     @property
     def composition(self) -> str:
-        """The composition rule: "basic", "zcdp" or "tightest"."""
+        """The composition rule: "basic", "zcdp", "tightest", "pld" or "rdp"."""
         return self._rule.name
+
+    @property
+    def privacy_filter(self) -> PrivacyFilter:
+        """The stopping rule that decides every charge (:mod:`dpkit.accounting.filters`).
+
+        Its ``adaptive_valid`` says whether the guarantee holds when each cost is
+        chosen after seeing earlier answers (True for ``"basic"``, ``"zcdp"``
+        and ``"rdp"``).
+        """
+        return self._filter
 
     @property
     def ledger_path(self) -> Path | None:
@@ -353,6 +435,10 @@ class Accountant:
         ``"basic"``: (Σ ε, Σ δ) exactly. ``"zcdp"``: the conversion of Σ ρ at the
         budget's δ (carrying ρ). ``"tightest"``: the certified total with the
         smallest ε (its δ is the budget's δ when a δ-slack theorem was used).
+        ``"pld"``: the smaller of basic composition and the PLD's ε at the
+        budget's δ (then with that δ). ``"rdp"``: the smallest of basic
+        composition and the ε each branch of the Rényi filter certifies for the
+        history at the budget's δ (then with that δ).
         """
         with self._lock:
             self._sync()
@@ -363,8 +449,9 @@ class Accountant:
         """What is left. Exact for ``"basic"`` (budget − spent).
 
         ``"zcdp"``: Budget(ε, 0, rho=ρ left) with ε the largest pure ε that ρ
-        pays for (ε²/2 ≤ ρ). ``"tightest"``: budget − spent, an
-        indication only; :meth:`can_afford` is the authority.
+        pays for (ε²/2 ≤ ρ). ``"tightest"``, ``"pld"`` and ``"rdp"``: budget − spent, an
+        indication only; :meth:`can_afford` is the authority. In answers rather
+        than (ε, δ): :meth:`affordable`.
         """
         with self._lock:
             self._sync()
@@ -420,6 +507,13 @@ class Accountant:
                 "rho; give the release's zCDP rho (Budget(epsilon, delta, rho=...)) or use an "
                 "accountant with composition='basic'."
             )
+        if self._rule.name == "rdp" and cost.delta_exact > 0 and cost.rho_exact is None:
+            raise InvalidParameterError(
+                f"this accountant composes by Renyi DP (composition='rdp'), but the cost {cost} "
+                "has delta > 0 and no rho, so no Renyi curve; give the release's zCDP rho "
+                "(Budget(epsilon, delta, rho=...)), or use an accountant with "
+                "composition='basic'."
+            )
 
     def _refusal(self, label: str, cost: Budget, where: str) -> BudgetExceededError:
         totals = self._state.root.totals
@@ -451,7 +545,8 @@ class Accountant:
         with self._lock:
             with self._ledger.write(self._state.last_id) as txn:
                 self._state.ingest(txn.new_rows)
-                if not self._rule.admits(self._state.preview(path, item)):
+                event = rows[0].event if len(rows) == 1 else None
+                if self._filter.exceeds(self._state.preview(path, item, event)):
                     refusal = self._refusal(label, item, where)
                     _logger.warning("charge refused: %s", refusal)
                     self._refusals.append(
@@ -468,27 +563,109 @@ class Accountant:
     def _can_afford(self, path: tuple[Level, ...], cost: Budget) -> bool:
         if self._rule.name == "zcdp" and cost.rho_exact is None:
             return False
+        if self._rule.name == "rdp" and cost.delta_exact > 0 and cost.rho_exact is None:
+            return False
         with self._lock:
             self._sync()
-            return self._rule.admits(self._state.preview(path, cost))
+            return not self._filter.exceeds(self._state.preview(path, cost))
 
-    def charge(self, cost: Budget | Amount, label: str) -> ChargeRecord:
+    def charge(
+        self, cost: Budget | Amount, label: str, *, event: PrivacyEvent | None = None
+    ) -> ChargeRecord:
         """Charge one release on the whole data (sequential composition).
 
         Checks, in one ledger transaction, that the total with ``cost`` still
         fits the budget, and records it. Call it *before* the release touches
         the data: if it raises :class:`~dpkit.errors.BudgetExceededError`,
         nothing was recorded and the release must not run.
+
+        ``event``: what the release does (its mechanism and noise, a
+        :mod:`dpkit.accounting.events` event), recorded with the charge for
+        tighter accounting; its ``budget()`` must equal ``cost``, else
+        :class:`~dpkit.errors.InvalidParameterError` is raised before anything
+        is written.
         """
         c = Budget.coerce(cost)
         name = _check_label(label)
+        ev = _check_event(c, event)
         self._precheck(c)
-        return self._charge_rows((), c, [NewRow(name, c, ())], name, "")[0]
+        return self._charge_rows((), c, [NewRow(name, c, (), ev)], name, "")[0]
 
     def can_afford(self, cost: Budget | Amount) -> bool:
         """Would :meth:`charge` of ``cost`` succeed now? (Advisory: another process
         may spend in between; :meth:`charge` is the authority.)"""
         return self._can_afford((), Budget.coerce(cost))
+
+    def affordable(
+        self,
+        cost: Budget | Amount,
+        event: PrivacyEvent | None = None,
+        *,
+        limit: int = 1_000_000,
+    ) -> int:
+        """How many more charges of exactly ``cost`` (made by ``event``) the budget admits now.
+
+        The largest k ≤ ``limit`` such that k calls of :meth:`charge` with these
+        arguments, one after another (sequential, not in a parallel scope), would
+        all be admitted by this accountant's composition rule after the charges
+        already in the ledger (other processes' included, read as
+        :meth:`can_afford` reads them); 0 if not even one. Nothing is charged
+        and no data is read. Advisory like :meth:`can_afford`: another process
+        may spend in between, and :meth:`charge` stays the authority.
+
+        All it reads is public (the cost and event: noise scales, sensitivities,
+        budgets; the charges in the ledger; the budget), so the count depends on
+        nothing private and may be shown to the analyst.
+
+        Found by a doubling then a bit-by-bit search on k, each step one check of
+        the rule on the running totals with k copies added in one step: O(log
+        ``limit``) checks (measured for ``limit`` = 10⁶: milliseconds, and
+        0.1–0.6 s for ``"pld"``, which composes the k copies by repeated
+        squaring of the release's PLD). Every rule is monotone: admitting k
+        copies implies admitting k − 1. Exact for ``"basic"``, ``"zcdp"``,
+        ``"tightest"`` (rational sums) and ``"rdp"`` (the float Rényi sums of k
+        one-by-one charges, reproduced bit for bit at the boundary): that many
+        charges succeed and the next is refused. For ``"pld"``, k copies
+        composed at once differ from k charges composed one by one by float
+        rounding (FFT convolutions; a tail truncation of 10⁻¹⁵ per
+        composition), so the count can be off by one when the total lands that
+        close to the budget.
+
+        Raises what :meth:`charge` raises for the same ``cost`` and ``event``
+        before it looks at the budget (:class:`~dpkit.errors.InvalidParameterError`:
+        an event whose ``budget()`` is not ``cost``; under ``"zcdp"`` or
+        ``"rdp"``, a cost with δ > 0 and no ρ), and for a ``limit`` that is not
+        a whole number ≥ 0.
+        """
+        c = Budget.coerce(cost)
+        ev = _check_event(c, event)
+        self._precheck(c)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidParameterError(
+                f"limit must be a whole number >= 0 (the most answers to count), got "
+                f"{repr(limit)[:40]}."
+            )
+        with self._lock:
+            self._sync()
+            base = self._state.root.totals
+
+            def admits(k: int, exact: bool = False) -> bool:
+                return not self._filter.exceeds(base.plus_copies(c, ev, k, exact_floats=exact))
+
+            n = _largest_admitted(admits, limit)
+            if self._rule.name == "rdp":
+                # the search added the float Rényi sums as k·curve; settle the boundary with
+                # the sums k charges make, bit for bit (they differ by k ulps at most: in
+                # practice no step, and the caps only bound the work)
+                for _ in range(_SETTLE_STEPS):
+                    if n == 0 or admits(n, exact=True):
+                        break
+                    n -= 1
+                for _ in range(_SETTLE_STEPS):
+                    if n >= limit or not admits(n + 1, exact=True):
+                        break
+                    n += 1
+            return n
 
     def charge_parallel(
         self, costs: Sequence[Budget | Amount] | Mapping[str, Budget | Amount], label: str
@@ -531,6 +708,26 @@ class Accountant:
             f"Accountant(budget={self._budget}, spent={spent}, "
             f"composition={self._rule.name!r}, ledger={where!r})"
         )
+
+
+def _largest_admitted(admits: Callable[[int], bool], limit: int) -> int:
+    """The largest k in [0, ``limit``] with ``admits(k)``, for a monotone ``admits``.
+
+    Doubling finds the highest admitted power of two, then the lower bits are
+    set from the top down: at most about 2·log2(limit) + 2 calls, and each
+    probe extends an admitted count by one bit (the PLD rule reuses it).
+    """
+    if limit == 0 or not admits(1):
+        return 0
+    low = 1
+    while low * 2 <= limit and admits(low * 2):
+        low *= 2
+    step = low // 2  # the answer is in [low, 2·low): its lower bits remain
+    while step:
+        if low + step <= limit and admits(low + step):
+            low += step
+        step //= 2
+    return low
 
 
 def _charge_parallel(
@@ -612,20 +809,29 @@ class ParallelScope:
             )
         return (self._id, self._label, part)
 
-    def charge(self, cost: Budget | Amount, label: str, *, part: str | None = None) -> ChargeRecord:
+    def charge(
+        self,
+        cost: Budget | Amount,
+        label: str,
+        *,
+        part: str | None = None,
+        event: PrivacyEvent | None = None,
+    ) -> ChargeRecord:
         """Charge a release on one part of the rows.
 
         ``part=None`` makes the release a part of its own (disjoint from every
         other part); charges with the same ``part`` key are on the same rows and
-        add up sequentially within the part.
+        add up sequentially within the part. ``event`` as in
+        :meth:`Accountant.charge`.
         """
         c = Budget.coerce(cost)
         name = _check_label(label)
         key = None if part is None else _check_key(part)
+        ev = _check_event(c, event)
         path = (*self._prefix, self._level(key))
         self._accountant._precheck(c)
         where = f" in parallel scope '{self._label}'" + (f" (part '{key}')" if key else "")
-        return self._accountant._charge_rows(path, c, [NewRow(name, c, path)], name, where)[0]
+        return self._accountant._charge_rows(path, c, [NewRow(name, c, path, ev)], name, where)[0]
 
     def can_afford(self, cost: Budget | Amount, *, part: str | None = None) -> bool:
         """Would :meth:`charge` of ``cost`` on ``part`` succeed now? (Advisory.)"""
@@ -670,9 +876,11 @@ class Part:
     def key(self) -> str:
         return self._key
 
-    def charge(self, cost: Budget | Amount, label: str) -> ChargeRecord:
-        """Charge a release on this part's rows."""
-        return self._scope.charge(cost, label, part=self._key)
+    def charge(
+        self, cost: Budget | Amount, label: str, *, event: PrivacyEvent | None = None
+    ) -> ChargeRecord:
+        """Charge a release on this part's rows (``event`` as in :meth:`Accountant.charge`)."""
+        return self._scope.charge(cost, label, part=self._key, event=event)
 
     def can_afford(self, cost: Budget | Amount) -> bool:
         """Would :meth:`charge` of ``cost`` succeed now? (Advisory.)"""

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from dpkit.accounting.accountant import Accountant
 from dpkit.accounting.budget import Budget
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.errors import InvalidParameterError, ReleaseFailedError
 
 __all__ = ["ReleaseFailedError", "as_accountant", "charge_and_run"]
@@ -54,9 +55,18 @@ def as_accountant(payer: Any) -> Accountant | None:
 
 
 def charge_and_run(
-    accountant: Accountant | None, cost: Budget, label: str, release: Callable[[], T]
+    accountant: Accountant | None,
+    cost: Budget,
+    label: str,
+    release: Callable[[], T],
+    *,
+    event: PrivacyEvent | None = None,
 ) -> T:
     """Charge ``cost`` to ``accountant`` (if any), then run ``release()`` and return its result.
+
+    ``event``: the release's privacy event (its mechanism and noise), recorded
+    with the charge; its ``budget()`` must equal ``cost``
+    (:meth:`Accountant.charge`), checked before anything is charged.
 
     Raises :class:`~dpkit.errors.BudgetExceededError` before ``release`` runs
     if the budget cannot pay. Once charged, any exception raised by ``release``
@@ -68,7 +78,7 @@ def charge_and_run(
     """
     if accountant is None:  # nothing charged: errors are the caller's to see as they are
         return release()
-    accountant.charge(cost, label)
+    accountant.charge(cost, label, event=event)
     failed = False
     try:
         result = release()

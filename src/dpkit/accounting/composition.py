@@ -25,13 +25,39 @@ NeurIPS 2021); advanced composition does not as stated. See
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import cast
 
 from dpkit._checks import exact
 from dpkit.accounting.budget import Amount, Budget, _exact_amount
+from dpkit.accounting.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    GaussianEvent,
+    GeometricEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    RepeatedEvent,
+    ZCDPEvent,
+    _GaussianLike,
+    as_event,
+)
+from dpkit.accounting.pld import PLDChain
+from dpkit.accounting.renyi import (
+    ORDERS,
+    Curve,
+    add_curves,
+    delta_shares,
+    rdp_budgets,
+    rdp_curve,
+    rdp_epsilon,
+)
 from dpkit.errors import InvalidParameterError
 
 _MARGIN = 1e-12
@@ -323,6 +349,40 @@ def largest_rho(epsilon: Amount, delta: Amount) -> Fraction:
     return Fraction(0)
 
 
+def event_rho(event: PrivacyEvent) -> Fraction | None:
+    """The ρ-zCDP guarantee an event's mechanism proves, exactly; None if it has none.
+
+    Gaussian and discrete Gaussian noise: ρ = Δ²/(2σ²) (Bun & Steinke 2016,
+    Prop. 1.6; Canonne, Kamath & Steinke 2020, Thm 4), or the recorded ``rho``.
+    Laplace and geometric noise: pure ε-DP with ε = Δ/scale (or the charge), so
+    ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4). ``ZCDPEvent``: its ρ.
+    ``EpsilonDeltaEvent``: ε²/2 if δ = 0, else None (an (ε, δ) guarantee with
+    δ > 0 implies no zCDP bound; the zcdp rule refuses it, the tightest rule
+    charges it by basic composition). Composed and repeated events: the sum.
+    """
+    if isinstance(event, _GaussianLike):
+        return event.proven_rho() if event.rho is None else event.rho
+    if isinstance(event, LaplaceEvent | GeometricEvent):
+        eps = event.budget().epsilon_exact
+        return eps * eps / 2
+    if isinstance(event, ZCDPEvent):
+        return event.rho
+    if isinstance(event, EpsilonDeltaEvent):
+        return event.epsilon * event.epsilon / 2 if event.delta == 0 else None
+    if isinstance(event, ComposedEvent):
+        total = Fraction(0)
+        for e in event.events:
+            r = event_rho(e)
+            if r is None:
+                return None
+            total += r
+        return total
+    if isinstance(event, RepeatedEvent):
+        r = event_rho(event.event)
+        return None if r is None else r * event.count
+    return None
+
+
 # ---------------------------------------------------------------------------------
 # The accountant's running totals and the rules that certify them
 # ---------------------------------------------------------------------------------
@@ -348,11 +408,32 @@ class _Totals:
     rho_declared: Fraction = field(default_factory=Fraction)
     epsilon_undeclared: Fraction = field(default_factory=Fraction)
     delta_undeclared: Fraction = field(default_factory=Fraction)
+    # For the "pld" rule: the items added with plus() (fixed once charged) as a
+    # chain whose composed PLD is cached, and the current costs of parallel
+    # scopes (their max may still grow, so they stay (ε, δ) items).
+    chain: PLDChain = field(default_factory=PLDChain.empty, compare=False, repr=False)
+    scopes: tuple[Budget, ...] = field(default=(), compare=False)
+    # For the "rdp" rule: Σ εᵢ(α) at each order of renyi.ORDERS over the entries
+    # with a Rényi curve, and the count of those without.
+    rdp: Curve = field(default=tuple(0.0 for _ in ORDERS), compare=False, repr=False)
+    rdp_missing: int = 0
 
-    def _with(self, cost: Budget, sign: int) -> _Totals:
+    def _with(
+        self,
+        cost: Budget,
+        sign: int,
+        chain: PLDChain | None = None,
+        scopes: tuple[Budget, ...] | None = None,
+        event: PrivacyEvent | None = None,
+    ) -> _Totals:
         e, d = cost.epsilon_exact, cost.delta_exact
         r, declared = cost.rho_exact, cost.rho_declared
+        curve = _rdp_or_none(cost if event is None else event)
         return _Totals(
+            chain=self.chain if chain is None else chain,
+            scopes=self.scopes if scopes is None else scopes,
+            rdp=self.rdp if curve is None else add_curves(self.rdp, curve, sign),
+            rdp_missing=self.rdp_missing + (sign if curve is None else 0),
             count=self.count + sign,
             epsilon=self.epsilon + sign * e,
             delta=self.delta + sign * d,
@@ -367,14 +448,59 @@ class _Totals:
             delta_undeclared=self.delta_undeclared + (sign * d if declared is None else 0),
         )
 
-    def plus(self, cost: Budget) -> _Totals:
-        return self._with(cost, 1)
+    def plus(self, cost: Budget, event: PrivacyEvent | None = None) -> _Totals:
+        """One more charge; ``event`` (what produced it) lets zCDP and PLD compose it tightly."""
+        if event is not None and cost.rho_declared is None:
+            # what the event's mechanisms prove: for composed pure parts Σ εᵢ²/2, below
+            # the (Σ εᵢ)²/2 a bare pure cost stands for
+            rho = event_rho(event)
+            implicit = cost.rho_exact
+            if rho is not None and (implicit is None or rho < implicit):
+                cost = Budget._of(cost.epsilon_exact, cost.delta_exact, rho)
+        return self._with(
+            cost, 1, chain=self.chain.then(cost if event is None else event), event=event
+        )
+
+    def plus_copies(
+        self, cost: Budget, event: PrivacyEvent | None, count: int, *, exact_floats: bool = True
+    ) -> _Totals:
+        """``count`` more charges of ``cost`` (made by ``event``): ``plus`` applied ``count`` times.
+
+        In one step, for :meth:`Accountant.affordable`'s search. The exact sums
+        (ε, δ, ρ, counts, the tanh terms) and the float Rényi sums
+        (:func:`_repeated_sum`) equal ``count`` calls of ``plus`` bit for bit;
+        the PLD chain gets one ``RepeatedEvent`` (composed by repeated
+        squaring, O(log count) convolutions, :mod:`dpkit.accounting.pld`),
+        which matches ``count`` compositions up to float rounding only.
+        ``exact_floats=False`` adds the Rényi curve as ``count``·curve instead
+        (faster; it may differ in the last bits).
+        """
+        if count <= 1:
+            return self if count <= 0 else self.plus(cost, event)
+        if event is not None and cost.rho_exact is None:
+            rho = event_rho(event)
+            if rho is not None:
+                cost = Budget._of(cost.epsilon_exact, cost.delta_exact, rho)
+        repeated = RepeatedEvent(as_event(cost if event is None else event), count)
+        out = self._with(cost, count, chain=self.chain.then(repeated), event=event)
+        curve = _rdp_or_none(cost if event is None else event)
+        if curve is None or not exact_floats:
+            return out
+        # the Rényi sums ``count`` charges make, bit for bit (they decide the "rdp" rule)
+        rdp = tuple(_repeated_sum(x, y, count) for x, y in zip(self.rdp, curve, strict=True))
+        return dataclasses.replace(out, rdp=rdp)
 
     def minus(self, cost: Budget) -> _Totals:
         return self._with(cost, -1)
 
     def replace(self, old: Budget | None, new: Budget) -> _Totals:
-        return (self if old is None else self.minus(old)).plus(new)
+        """Swap a parallel scope's cost ``old`` (None: a new scope) for ``new``."""
+        scopes = list(self.scopes)
+        base = self
+        if old is not None:
+            scopes.remove(old)
+            base = self.minus(old)
+        return base._with(new, 1, scopes=(*scopes, new))
 
     def sequential_budget(self) -> Budget:
         """Basic composition of the entries, with ρ = Σ ρᵢ when every entry has one."""
@@ -389,8 +515,94 @@ class _Totals:
         return t
 
 
+def _repeated_sum(start: float, step: float, count: int) -> float:
+    """``start`` after ``count`` float additions of ``step`` ≥ 0, bit for bit, in O(binades) work.
+
+    Within one binade [2^(e−1), 2^e) of the running sum s (spacing u), while
+    s + step stays below 2^e, fl(s + step) = s + j·u with j the nearest
+    integer to step/u, ties to an even s/u: after at most one step (a tie
+    with s/u odd) j is constant, so the additions left in the binade are
+    taken at once, in exact integer arithmetic. A few loop turns per binade;
+    zero, subnormal and non-finite values are added one at a time.
+    """
+    s, left = start, count
+    while left > 0:
+        if step == 0.0 or math.isinf(s) or math.isnan(s):
+            return s
+        if not math.isfinite(step) or s < sys.float_info.min:
+            s, left = s + step, left - 1
+            continue
+        mant, exp = math.frexp(s)  # s = mant·2^exp, 1/2 ≤ mant < 1: u = 2^(exp−53)
+        units = int(mant * (1 << 53))  # s/u, in [2^52, 2^53)
+        step_mant, step_exp = math.frexp(step)
+        shift = step_exp - exp  # step/u = int(step_mant·2^53)·2^shift = q + rem/den
+        if shift >= 0:
+            q, rem, den = int(step_mant * (1 << 53)) << shift, 0, 1
+        else:
+            den = 1 << -shift
+            q, rem = divmod(int(step_mant * (1 << 53)), den)
+        if 2 * rem == den and units % 2 == 1:  # a tie from an odd s/u: one plain step
+            s, left = s + step, left - 1
+            continue
+        j = q if 2 * rem < den or (2 * rem == den and q % 2 == 0) else q + 1
+        if j == 0:
+            return s
+        # additions i = 0, 1, ... stay in the binade while units + i·j + q + rem/den < 2^53
+        room = ((1 << 53) - units - q) * den - rem
+        if room <= 0:  # this addition leaves the binade: one plain step
+            s, left = s + step, left - 1
+            continue
+        taken = min(left, -(-room // (j * den)))
+        s, left = math.ldexp(float(units + taken * j), exp - 53), left - taken
+    return s
+
+
+def _rdp_or_none(item: Budget | PrivacyEvent) -> Curve | None:
+    """The item's Rényi curve (:func:`~dpkit.accounting.renyi.rdp_curve`), None if it has none."""
+    try:
+        return _cached_curve(cast(Hashable, item))
+    except TypeError:  # an unhashable event (not one of dpkit's frozen ones)
+        return _curve(item)
+
+
+def _curve(item: object) -> Curve | None:
+    try:
+        return rdp_curve(item)  # type: ignore[arg-type]
+    except InvalidParameterError:
+        return None
+
+
+# Sessions repeat a few kinds of release, and a curve costs ~0.2 ms. Equal
+# items (Budget: same ε, δ, ρ; events: same type and fields) have equal curves.
+@functools.lru_cache(maxsize=4096)
+def _cached_curve(item: Hashable) -> Curve | None:
+    return _curve(item)
+
+
+def _mu_squared(event: PrivacyEvent | None) -> Fraction | None:
+    """μ² = (sensitivity / σ)² of a continuous Gaussian event, exactly; None for others.
+
+    Composed and repeated events of continuous Gaussians: the sum (μ-GDP
+    composes as √Σμᵢ², Dong, Roth & Su 2022, Cor. 3.3).
+    """
+    if isinstance(event, GaussianEvent):
+        return (exact(event.sensitivity) / exact(event.sigma)) ** 2
+    if isinstance(event, RepeatedEvent):
+        inner = _mu_squared(event.event)
+        return None if inner is None else inner * event.count
+    if isinstance(event, ComposedEvent):
+        total = Fraction(0)
+        for e in event.events:
+            part = _mu_squared(e)
+            if part is None:
+                return None
+            total += part
+        return total
+    return None
+
+
 #: Composition rules an accountant can use (see Accountant's ``composition``).
-COMPOSITION_RULES = ("basic", "zcdp", "tightest")
+COMPOSITION_RULES = ("basic", "zcdp", "tightest", "pld", "rdp")
 
 
 def _candidates(totals: _Totals, delta_budget: Fraction) -> list[tuple[str, Budget]]:
@@ -462,6 +674,25 @@ class _Rule:
     Valid only when the sequence of costs is fixed before the first release
     (a scripted pipeline): advanced composition and the choice among theorems
     are not covered by filter theorems when costs depend on earlier answers.
+
+    ``pld``: a cost is admitted iff basic composition or the privacy loss
+    distribution of the whole sequence (:mod:`dpkit.accounting.pld`, Google's
+    ``dp_accounting``, pessimistic) keeps it within (ε_B, δ_B); the PLD's ε is
+    read at δ_B. Each charge composes its event (or, for a bare cost, the
+    worst-case PLD of its (ε, δ)) onto a cached composition: O(1) convolutions
+    per charge. A parallel scope is composed as its current (ε, δ) (the max over
+    its parts, as for the other rules): the max of parts' PLDs is not a PLD
+    operation, and a scope's cost may still grow. Valid for mechanisms chosen
+    adaptively whose noise parameters are fixed before the first release (PLD
+    composition of fixed dominating pairs); parameters that depend on earlier
+    answers need a PLD filter theorem, which this rule does not claim.
+
+    ``rdp``: a privacy filter for mixed histories (adaptive-valid): admitted
+    iff some order α of :data:`~dpkit.accounting.renyi.ORDERS` keeps
+    Σ εᵢ(α) ≤ B(α), B(α) converting to (ε_B, δ_α) with Σ δ_α = δ_B (Feldman &
+    Zrnic 2021 at each order, a union over orders). Entries without a Rényi
+    curve ((ε, δ) with δ > 0 and no ρ) are refused. See ``docs/accounting.md``,
+    "The Rényi filter".
     """
 
     def __init__(self, name: str, budget: Budget) -> None:
@@ -484,9 +715,39 @@ class _Rule:
             if budget.rho_declared is not None:
                 cap = min(cap, budget.rho_declared)
             self.rho_budget = cap
+        if name == "rdp":
+            # δ_B spread over the orders; raises for δ_B = 0, with the rule's own message
+            self.rdp_shares = delta_shares(budget.epsilon_exact, budget.delta_exact)
+            self.rdp_budget = rdp_budgets(budget.epsilon_exact, self.rdp_shares)
+        if name == "pld" and budget.delta_exact == 0:
+            raise InvalidParameterError(
+                "composition='pld' needs a budget with delta > 0 (for delta = 0 privacy loss "
+                "distributions give back basic composition); give e.g. Budget(1.0, 1e-6) or use "
+                "composition='basic'."
+            )
+
+    def _pld_epsilon(self, t: _Totals) -> Fraction | None:
+        return t.chain.epsilon(self.budget.delta_exact, t.scopes)
+
+    def _rdp_admits(self, t: _Totals) -> bool:
+        return t.rdp_missing == 0 and any(
+            total <= cap for total, cap in zip(t.rdp, self.rdp_budget, strict=True)
+        )
+
+    def _rdp_spent(self, t: _Totals) -> list[Budget]:
+        """(ε, δ_B) certified by the rdp rule's Rényi orders, if ``t`` has curves."""
+        if t.rdp_missing:
+            return []
+        return [Budget._of(exact(rdp_epsilon(t.rdp, self.rdp_shares)), self.budget.delta_exact)]
 
     def admits(self, t: _Totals) -> bool:
         b = self.budget
+        if self.name == "rdp":
+            return self._rdp_admits(t)
+        if self.name == "pld":
+            if t.epsilon <= b.epsilon_exact and t.delta <= b.delta_exact:
+                return True
+            return t.chain.within(b, t.scopes)
         if self.name == "zcdp":
             assert self.rho_budget is not None
             return t.missing_rho == 0 and t.rho <= self.rho_budget
@@ -500,6 +761,17 @@ class _Rule:
         b = self.budget
         if self.name == "basic" or t.count == 0:
             return Budget._of(t.epsilon, t.delta)
+        if self.name == "rdp":
+            cands = [Budget._of(t.epsilon, t.delta), *self._rdp_spent(t)]
+            fitting = [c for c in cands if c.is_within(b)] or cands
+            return min(fitting, key=lambda c: (c.epsilon_exact, c.delta_exact))
+        if self.name == "pld":
+            cands = [Budget._of(t.epsilon, t.delta)]
+            eps = self._pld_epsilon(t)
+            if eps is not None:
+                cands.append(Budget._of(eps, b.delta_exact))
+            fitting = [c for c in cands if c.is_within(b)] or cands
+            return min(fitting, key=lambda c: (c.epsilon_exact, c.delta_exact))
         if self.name == "zcdp":
             if t.rho == 0:
                 return Budget._of(Fraction(0), Fraction(0), Fraction(0))

@@ -4,7 +4,9 @@ The file ledger is what makes "when the budget is spent, access is gone for
 good" true across restarts: every charge is a row committed in a SQLite
 transaction taken with ``BEGIN IMMEDIATE`` (one writer at a time, readers never
 see half a charge), so concurrent threads and processes never overspend and
-never lose a charge. Amounts are stored as exact fractions in text ("1/10").
+never lose a charge. Amounts are stored as exact fractions in text ("1/10"); a
+charge's privacy event (:mod:`dpkit.accounting.events`), when one was given, as
+its JSON text.
 
 A ledger is never repaired or overwritten: a file that is not a dpkit ledger,
 is damaged, or holds an unreadable amount raises
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dpkit.accounting.budget import Budget
+from dpkit.accounting.events import PrivacyEvent, as_event, event_from_json
 from dpkit.accounting.registry import DatasetRegistry
 from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError, LedgerLockedError
 
@@ -38,10 +41,15 @@ from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError,
 Level = tuple[str, str, str | None]
 
 _APPLICATION_ID = 0x64706B6C  # "dpkl": marks the file as a dpkit ledger
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _FORMAT = "dpkit-ledger"
 _AMOUNT = re.compile(r"[0-9]+(/[0-9]+)?")
-_COLUMNS = ("id", "label", "epsilon", "delta", "rho", "scope_path", "created_at")
+# Version 1 (dpkit before privacy events) lacks the last column, "event"; such a
+# ledger is read as it is (its charges' events are their budgets) and gains the
+# column, nullable, at its first new charge (see ``_upgrade``).
+_COLUMNS_V1 = ("id", "label", "epsilon", "delta", "rho", "scope_path", "created_at")
+_COLUMNS = (*_COLUMNS_V1, "event")
+_MAX_EVENT_TEXT = 1_000_000  # a composed event of thousands of releases fits
 _MAX_AMOUNT_TEXT = 4000  # Python refuses int() of longer digit strings; no real amount is near it
 _MAX_DEPTH = 64  # parallel scopes nested deeper than this are not something dpkit writes
 
@@ -56,7 +64,8 @@ CREATE TABLE charges (
     delta TEXT NOT NULL,
     rho TEXT,
     scope_path TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    event TEXT
 );
 CREATE TRIGGER charges_no_update BEFORE UPDATE ON charges
 BEGIN SELECT RAISE(ABORT, 'a dpkit ledger is append-only'); END;
@@ -67,22 +76,28 @@ BEGIN SELECT RAISE(ABORT, 'a dpkit ledger is append-only'); END;
 
 @dataclass(frozen=True)
 class Row:
-    """One committed charge as stored in a ledger."""
+    """One committed charge as stored in a ledger.
+
+    ``event`` is the privacy event recorded with the charge, or None when the
+    charge was made with a bare budget (its event is then ``as_event(cost)``).
+    """
 
     id: int
     label: str
     cost: Budget
     path: tuple[Level, ...]
     timestamp: float
+    event: PrivacyEvent | None = None
 
 
 @dataclass(frozen=True)
 class NewRow:
-    """A charge about to be written."""
+    """A charge about to be written (``event``: its privacy event, if the caller gave one)."""
 
     label: str
     cost: Budget
     path: tuple[Level, ...]
+    event: PrivacyEvent | None = None
 
 
 class Transaction(Protocol):
@@ -118,7 +133,7 @@ class _MemoryTransaction:
     def append(self, rows: Sequence[NewRow]) -> list[Row]:
         next_id = (self._ledger.rows[-1].id if self._ledger.rows else 0) + len(self.pending) + 1
         now = time.time()
-        out = [Row(next_id + i, r.label, r.cost, r.path, now) for i, r in enumerate(rows)]
+        out = [Row(next_id + i, r.label, r.cost, r.path, now, r.event) for i, r in enumerate(rows)]
         self.pending.extend(out)
         return out
 
@@ -389,15 +404,9 @@ class SqliteLedger:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if app_id != _APPLICATION_ID:
                 raise self._corrupt("it does not carry the dpkit ledger mark")
-            if version > SCHEMA_VERSION:
-                raise LedgerError(
-                    f"the ledger {self.path} has schema version {version}, written by a newer "
-                    f"dpkit (this one reads version {SCHEMA_VERSION}); upgrade dpkit."
-                )
-            if version != SCHEMA_VERSION:
-                raise self._corrupt(f"unknown schema version {version}")
+            expected = self._columns(version)
             columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(charges)"))
-            if columns != _COLUMNS:
+            if columns != expected:
                 raise self._corrupt("the charges table has the wrong columns")
             if tuple(r[1] for r in conn.execute("PRAGMA table_info(meta)")) != ("key", "value"):
                 raise self._corrupt("the meta table has the wrong columns")
@@ -405,7 +414,7 @@ class SqliteLedger:
             if check != [("ok",)]:
                 raise self._corrupt("SQLite's integrity check failed")
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("format") != _FORMAT or meta.get("schema_version") != str(SCHEMA_VERSION):
+        if meta.get("format") != _FORMAT or meta.get("schema_version") != str(version):
             raise self._corrupt("its header is missing or wrong")
         try:
             eps = self._amount(meta["budget_epsilon"], "the budget's epsilon")
@@ -423,6 +432,56 @@ class SqliteLedger:
         with self._guarded():
             return Budget._of(eps, delta, rho), composition, dataset
 
+    def _columns(self, version: object) -> tuple[str, ...]:
+        """The charges table's columns in a file of schema ``version`` (1 or 2)."""
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger {self.path} has schema version {version}, written by a newer "
+                f"dpkit (this one reads version {SCHEMA_VERSION}); upgrade dpkit."
+            )
+        if version == SCHEMA_VERSION:
+            return _COLUMNS
+        if version == 1:
+            return _COLUMNS_V1
+        raise self._corrupt(f"unknown schema version {version}")
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        """Version 1 -> 2 inside the caller's write transaction: add the nullable event column.
+
+        Old charges keep a NULL event (read as their budget). The file stays
+        readable by this dpkit only from then on (an older one asks to be
+        upgraded); nothing recorded is changed or lost.
+        """
+        conn.execute("ALTER TABLE charges ADD COLUMN event TEXT")
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _select(self, conn: sqlite3.Connection, after: int) -> tuple[int, list[tuple[object, ...]]]:
+        """The schema version and the raw charges after id ``after`` (event None in version 1)."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        columns = self._columns(version)
+        missing = (None,) * (len(_COLUMNS) - len(columns))
+        raw = conn.execute(
+            f"SELECT {', '.join(columns)} FROM charges WHERE id > ? ORDER BY id", (after,)
+        ).fetchall()
+        return version, [(*r, *missing) for r in raw]
+
+    def _event(self, text: object, cost: Budget, where: str) -> PrivacyEvent | None:
+        if text is None:
+            return None
+        if not isinstance(text, str) or len(text) > _MAX_EVENT_TEXT:
+            raise self._corrupt(f"the event of {where} is not JSON text of a plausible size")
+        try:
+            event = event_from_json(json.loads(text))
+            matches = event.budget() == cost
+        except (ValueError, TypeError, RecursionError):  # InvalidParameterError is a ValueError
+            raise self._corrupt(f"the event of {where} is unreadable") from None
+        if not matches:
+            raise self._corrupt(f"the event of {where} does not match its charged budget")
+        return event
+
     def _amount(self, text: object, what: str) -> Fraction:
         if not isinstance(text, str) or not _AMOUNT.fullmatch(text):
             raise self._corrupt(f"{what} is not a non-negative fraction")
@@ -435,7 +494,7 @@ class SqliteLedger:
 
     # --- rows ---------------------------------------------------------------------
     def _parse(self, raw: tuple[object, ...]) -> Row:
-        row_id, label, eps, delta, rho, path_text, created = raw
+        row_id, label, eps, delta, rho, path_text, created, event_text = raw
         if not isinstance(row_id, int) or not isinstance(label, str):
             raise self._corrupt("a charge has a malformed id or label")
         where = f"charge #{row_id}"
@@ -455,25 +514,23 @@ class SqliteLedger:
             path = None
         if path is None:
             raise self._corrupt(f"the scope of {where} is unreadable")
-        return Row(row_id, label, Budget._of(e, d, r), path, float(created))
+        cost = Budget._of(e, d, r)
+        event = self._event(event_text, cost, where)
+        return Row(row_id, label, cost, path, float(created), event)
 
     def read(self, after: int) -> list[Row]:
         with self._guarded():
             with self._transaction("BEGIN") as conn:
-                raw = conn.execute(
-                    f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
-                ).fetchall()
-            return [self._parse(tuple(r)) for r in raw]
+                _, raw = self._select(conn, after)
+            return [self._parse(r) for r in raw]
 
     @contextlib.contextmanager
     def write(self, after: int) -> Iterator[Transaction]:
         with self._transaction("BEGIN IMMEDIATE") as conn:
             with self._guarded():
-                raw = conn.execute(
-                    f"SELECT {', '.join(_COLUMNS)} FROM charges WHERE id > ? ORDER BY id", (after,)
-                ).fetchall()
-                rows = [self._parse(tuple(r)) for r in raw]
-            yield _SqliteTransaction(self, conn, rows)
+                version, raw = self._select(conn, after)
+                rows = [self._parse(r) for r in raw]
+            yield _SqliteTransaction(self, conn, rows, version)
 
 
 def level_from_json(x: object) -> Level:
@@ -490,20 +547,26 @@ def level_from_json(x: object) -> Level:
 
 
 class _SqliteTransaction:
-    def __init__(self, ledger: SqliteLedger, conn: sqlite3.Connection, rows: list[Row]) -> None:
+    def __init__(
+        self, ledger: SqliteLedger, conn: sqlite3.Connection, rows: list[Row], version: int
+    ) -> None:
         self._ledger = ledger
         self._conn = conn
         self.new_rows = rows
+        self._version = version
 
     def append(self, rows: Sequence[NewRow]) -> list[Row]:
         out = []
         now = time.time()
         with self._ledger._translate():
+            if self._version != SCHEMA_VERSION:
+                self._ledger._upgrade(self._conn)
+                self._version = SCHEMA_VERSION
             for r in rows:
                 rho = r.cost.rho_declared
                 cur = self._conn.execute(
-                    "INSERT INTO charges(label, epsilon, delta, rho, scope_path, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO charges(label, epsilon, delta, rho, scope_path, created_at, "
+                    "event) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         r.label,
                         _text(r.cost.epsilon_exact),
@@ -511,13 +574,24 @@ class _SqliteTransaction:
                         None if rho is None else _text(rho),
                         json.dumps([list(level) for level in r.path]),
                         now,
+                        None if r.event is None else event_text(r.event),
                     ),
                 )
                 row_id = cur.lastrowid
                 if row_id is None:  # pragma: no cover - sqlite always sets it for INSERT
                     raise LedgerError("the ledger did not return the id of a new charge.")
-                out.append(Row(row_id, r.label, r.cost, r.path, now))
+                out.append(Row(row_id, r.label, r.cost, r.path, now, r.event))
         return out
+
+
+def event_text(event: PrivacyEvent) -> str:
+    """The JSON text a ledger stores for ``event`` (compact, keys sorted: one text per event)."""
+    return json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def row_event(row: Row) -> PrivacyEvent:
+    """The privacy event of a stored charge: the recorded one, else ``as_event(row.cost)``."""
+    return row.event if row.event is not None else as_event(row.cost)
 
 
 def _same_budget(a: Budget, b: Budget) -> bool:

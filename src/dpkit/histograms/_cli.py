@@ -376,6 +376,7 @@ def histogram_command(
     out_file: Path | None = None,
     as_json: bool = False,
     new_ledger: bool = False,
+    composition: str | None = None,
     column_type: str | None = None,
     encoding: str = "utf-8",
 ) -> PublishedHistogram:
@@ -439,7 +440,7 @@ def histogram_command(
         options.check(name, grid.size - 1)
         check_output(plot, "--plot", PLOT_SUFFIXES)
         check_output(out_file, "--out", JSON_SUFFIXES)
-        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
+        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger, composition)
 
         def release() -> PublishedHistogram:
             counts = bin_counts(read_column(values), grid)

@@ -133,6 +133,7 @@ def histogram2d_command(
     out_file: Path | None = None,
     as_json: bool = False,
     new_ledger: bool = False,
+    composition: str | None = None,
     types: dict[str, str] | None = None,
     encoding: str = "utf-8",
 ) -> PublishedGrid:
@@ -189,7 +190,7 @@ def histogram2d_command(
         check_output(plot, "--plot", PLOT_SUFFIXES)
         check_output(out_file, "--out", JSON_SUFFIXES)
         check_epsilon_once(epsilon)  # a bad --epsilon must not be charged, then fail
-        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger)
+        payer = cli_payer(table, accountant, ledger, budget, budget_delta, new_ledger, composition)
 
         def release() -> PublishedGrid:
             counts = cell_counts(*read_points(points), x_edges, y_edges)

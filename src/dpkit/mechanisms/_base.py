@@ -112,6 +112,18 @@ class AdditiveMechanism:
 
         return Budget(self.epsilon, self.delta)
 
+    @property
+    def event(self) -> Any:
+        """What one call does, as a privacy event (:mod:`dpkit.accounting.events`).
+
+        Its ``budget()`` equals :attr:`cost`; it is recorded with the charge.
+        This default knows only the cost; the noise-adding mechanisms describe
+        their noise.
+        """
+        from dpkit.accounting.events import as_event
+
+        return as_event(self.cost)
+
     def release(
         self,
         value: ArrayLike,
@@ -150,6 +162,7 @@ class AdditiveMechanism:
             self.cost,
             label or f"{self.name} mechanism",
             lambda: self.randomise(value, rng=rng),
+            event=self.event,
         )
 
     def details(self) -> dict[str, Any]:

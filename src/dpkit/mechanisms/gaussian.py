@@ -22,14 +22,16 @@ is raised until the check passes, so the stated (epsilon, delta) always holds.
 
 from __future__ import annotations
 
+import functools
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
-from dpkit._checks import check_delta, check_epsilon, check_sensitivity, finite_array
+from dpkit._checks import check_delta, check_epsilon, check_sensitivity, exact, finite_array
 from dpkit.errors import InvalidParameterError
 from dpkit.mechanisms import _grid
 from dpkit.mechanisms._base import AdditiveMechanism, as_output, smallest_true
@@ -38,6 +40,8 @@ from dpkit.mechanisms._random import as_source
 from dpkit.mechanisms.laplace import _check_size, _integer_array
 
 METHODS = ("analytic", "classic")
+#: ``method`` of a mechanism made by ``from_rho`` (calibrated to ρ-zCDP, not to (ε, δ))
+ZCDP_METHOD = "zcdp"
 
 
 def classic_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -170,6 +174,42 @@ def discrete_gaussian_half_width(sigma2: int, alpha: float) -> int:
     return smallest_true(lambda k: 2.0 * discrete_gaussian_tail(k + 1, sigma2)[1] <= alpha, guess)
 
 
+def zcdp_sigma2(grid_sensitivity: float, rho: float | Fraction) -> int:
+    """Integer variance (grid units) of discrete Gaussian noise that is ``rho``-zCDP.
+
+    The multivariate discrete Gaussian of variance s2 is D²/(2 s2)-zCDP for
+    integer shifts of l2 norm at most D (Canonne, Kamath & Steinke 2020, Thm 14),
+    so s2 = ceil(D²/(2ρ)) is rho-zCDP (ceil: never less noise than asked).
+    """
+    sigma2 = grid_sensitivity**2 / (2.0 * float(rho))
+    if not math.isfinite(sigma2 * 4096.0):
+        raise InvalidParameterError(
+            f"rho={rho!r} is too small for this sensitivity: the noise level overflows a double "
+            "(the answer would be pure noise). Use a larger budget or a smaller sensitivity."
+        )
+    return max(1, math.ceil(sigma2))
+
+
+def _zcdp_charge(rho: float | Fraction, delta: float) -> tuple[Fraction, float]:
+    """(rho exactly, the ε at ``delta`` that ρ-zCDP implies: the CKS conversion, rounded up)."""
+    if (
+        isinstance(rho, bool)
+        or not isinstance(rho, int | float | Fraction)
+        or not 0 < rho < math.inf
+    ):
+        raise InvalidParameterError(f"rho must be a finite number > 0, got {rho!r}.")
+    r = rho if isinstance(rho, Fraction) else exact(rho)
+    return r, _converted(r, exact(delta))
+
+
+@functools.lru_cache(maxsize=1024)
+def _converted(rho: Fraction, delta: Fraction) -> float:
+    """zCDP → ε at δ (a numerical minimisation; sessions repeat a few (ρ, δ) pairs)."""
+    from dpkit.accounting.composition import zcdp_to_dp
+
+    return zcdp_to_dp(rho, delta).epsilon
+
+
 class Gaussian(AdditiveMechanism):
     """(epsilon, delta)-DP Gaussian mechanism for real values (exact discrete sampling).
 
@@ -195,6 +235,21 @@ class Gaussian(AdditiveMechanism):
         size: int = 1,
         granularity: float | None = None,
     ) -> None:
+        self._setup(epsilon, delta, sensitivity, method, size, granularity)
+        self._sigma2 = calibrate_sigma2(
+            self.grid_sensitivity, self.size, self.epsilon, self.delta, method
+        )
+        self._finish(epsilon)
+
+    def _setup(
+        self,
+        epsilon: float,
+        delta: float,
+        sensitivity: float,
+        method: str,
+        size: int,
+        granularity: float | None,
+    ) -> None:
         self.epsilon = check_epsilon(epsilon, share=True)
         self.delta = check_delta(delta, allow_zero=False)
         self.sensitivity = check_sensitivity(sensitivity)
@@ -212,14 +267,43 @@ class Gaussian(AdditiveMechanism):
         if self.size == 1:
             grid_sens = float(_grid.l1_grid_sensitivity(self.sensitivity, self.granularity, 1))
         self.grid_sensitivity = grid_sens
-        self._sigma2 = calibrate_sigma2(grid_sens, self.size, self.epsilon, self.delta, method)
-        self.rho = grid_sens**2 / (2.0 * self._sigma2)
+
+    def _finish(self, epsilon: float, charged_rho: Fraction | None = None) -> None:
+        self.rho = self.grid_sensitivity**2 / (2.0 * self._sigma2)
+        # the ρ charged: the calibration target when there is one (>= what the noise proves)
+        self.charged_rho: float | Fraction = self.rho if charged_rho is None else charged_rho
         if not math.isfinite(self.sigma * 64.0):
             raise InvalidParameterError(
                 f"epsilon={epsilon!r} is too small for this sensitivity: the noise level "
                 "overflows a double (the answer would be pure noise). Use a larger epsilon or "
                 "a smaller sensitivity."
             )
+
+    @classmethod
+    def from_rho(
+        cls,
+        rho: float | Fraction,
+        *,
+        delta: float,
+        sensitivity: float,
+        size: int = 1,
+        granularity: float | None = None,
+    ) -> Gaussian:
+        """Gaussian noise calibrated to ``rho``-zCDP (σ = sensitivity/√(2ρ)), not to (ε, δ).
+
+        Guarantee: rho-zCDP for queries of l2 sensitivity at most ``sensitivity``
+        (the rounded answer's grid sensitivity, as for the (ε, δ) calibration;
+        :func:`zcdp_sigma2`), hence (ε, ``delta``)-DP with ε the CKS conversion
+        (:func:`dpkit.accounting.composition.zcdp_to_dp`), which is what ``cost``
+        states. A zCDP accountant charges ``rho``. Same sampling and rounding as
+        the (ε, δ) calibration.
+        """
+        rho, epsilon = _zcdp_charge(rho, check_delta(delta, allow_zero=False))
+        mech = cls.__new__(cls)
+        mech._setup(epsilon, delta, sensitivity, ZCDP_METHOD, size, granularity)
+        mech._sigma2 = zcdp_sigma2(mech.grid_sensitivity, rho)
+        mech._finish(epsilon, charged_rho=rho)
+        return mech
 
     @property
     def sigma(self) -> float:
@@ -230,7 +314,21 @@ class Gaussian(AdditiveMechanism):
     def cost(self) -> Any:
         from dpkit.accounting import Budget
 
-        return Budget(self.epsilon, self.delta, rho=self.rho)
+        return Budget(self.epsilon, self.delta, rho=self.charged_rho)
+
+    @property
+    def event(self) -> Any:
+        """Discrete Gaussian noise in grid units (variance sigma2, l2 sensitivity D_g) and its charge."""
+        from dpkit.accounting.events import DiscreteGaussianEvent
+
+        return DiscreteGaussianEvent(
+            math.sqrt(self._sigma2),
+            self.grid_sensitivity,
+            epsilon=exact(self.epsilon),
+            delta=exact(self.delta),
+            rho=exact(self.charged_rho),
+            scalar=self.size == 1,
+        )
 
     def randomise(self, value: ArrayLike, rng: object = None) -> Any:
         arr = finite_array(value)
@@ -285,6 +383,29 @@ class DiscreteGaussian(AdditiveMechanism):
             self.sensitivity, self.size, self.epsilon, self.delta, method
         )
         self.rho = self.sensitivity**2 / (2.0 * self._sigma2)
+        self.charged_rho: float | Fraction = self.rho
+
+    @classmethod
+    def from_rho(
+        cls, rho: float | Fraction, *, delta: float, sensitivity: float = 1, size: int = 1
+    ) -> DiscreteGaussian:
+        """Discrete Gaussian noise calibrated to ``rho``-zCDP (σ² = ⌈sensitivity²/(2ρ)⌉).
+
+        Guarantee: rho-zCDP for integer queries of l2 sensitivity at most
+        ``sensitivity`` (:func:`zcdp_sigma2`), hence (ε, ``delta``)-DP with ε the
+        CKS conversion, which ``cost`` states; a zCDP accountant charges ``rho``.
+        """
+        rho, epsilon = _zcdp_charge(rho, check_delta(delta, allow_zero=False))
+        mech = cls.__new__(cls)
+        mech.epsilon = check_epsilon(epsilon, share=True)
+        mech.delta = float(delta)
+        mech.sensitivity = check_sensitivity(sensitivity)
+        mech.size = _check_size(size)
+        mech.method = ZCDP_METHOD
+        mech._sigma2 = zcdp_sigma2(mech.sensitivity, rho)
+        mech.rho = mech.sensitivity**2 / (2.0 * mech._sigma2)
+        mech.charged_rho = rho
+        return mech
 
     @property
     def sigma(self) -> float:
@@ -294,7 +415,21 @@ class DiscreteGaussian(AdditiveMechanism):
     def cost(self) -> Any:
         from dpkit.accounting import Budget
 
-        return Budget(self.epsilon, self.delta, rho=self.rho)
+        return Budget(self.epsilon, self.delta, rho=self.charged_rho)
+
+    @property
+    def event(self) -> Any:
+        """Discrete Gaussian noise of variance sigma2 on l2 sensitivity ``sensitivity``, and its charge."""
+        from dpkit.accounting.events import DiscreteGaussianEvent
+
+        return DiscreteGaussianEvent(
+            self.sigma,
+            self.sensitivity,
+            epsilon=exact(self.epsilon),
+            delta=exact(self.delta),
+            rho=exact(self.charged_rho),
+            scalar=self.size == 1,
+        )
 
     def randomise(self, value: ArrayLike, rng: object = None) -> Any:
         arr = _integer_array(value)

@@ -107,6 +107,13 @@ class Laplace(AdditiveMechanism):
         """The noise scale b in the value's units (the noise is ~ Lap(b))."""
         return self.granularity * self._t / self._s
 
+    @property
+    def event(self) -> Any:
+        """Discrete Laplace noise in grid units: scale t/s, l1 sensitivity D_g, charged epsilon."""
+        from dpkit.accounting.events import GeometricEvent
+
+        return GeometricEvent(self._t / self._s, self.grid_sensitivity, epsilon=exact(self.epsilon))
+
     def randomise(self, value: ArrayLike, rng: object = None) -> Any:
         arr = finite_array(value)
         if arr.size != self.size:
@@ -178,6 +185,13 @@ class Geometric(AdditiveMechanism):
     @property
     def scale(self) -> float:
         return self._t / self._s
+
+    @property
+    def event(self) -> Any:
+        """Discrete Laplace noise of scale t/s on l1 sensitivity ``sensitivity``, charged epsilon."""
+        from dpkit.accounting.events import GeometricEvent
+
+        return GeometricEvent(self.scale, self.sensitivity, epsilon=exact(self.epsilon))
 
     def randomise(self, value: ArrayLike, rng: object = None) -> Any:
         arr = _integer_array(value)

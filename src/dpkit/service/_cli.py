@@ -225,13 +225,25 @@ def admin_grant(
     dataset: str,
     epsilon: float = typer.Option(..., help="ε to add to the analyst's budget."),
     delta: float = typer.Option(0.0, help="δ to add."),
+    accountant: str | None = typer.Option(
+        None,
+        help="How the grant's charges add up: basic (default), zcdp or rdp; fixed when the "
+        "grant is created.",
+    ),
+    noise: str | None = typer.Option(
+        None,
+        help="The noise of the grant's answers: laplace (default), gaussian (needs zcdp or "
+        "rdp) or auto; sets it for an existing grant too.",
+    ),
     url: str = _URL,
     key: str | None = _ADMIN,
 ) -> None:
     """Add budget to an analyst's grant on a dataset (budgets only grow)."""
     from dpkit.service.store.grants import weak_grant_warning
 
-    total = _admin(url, key).grant(analyst, dataset, epsilon, delta)
+    total = _admin(url, key).grant(
+        analyst, dataset, epsilon, delta, accountant=accountant, noise=noise
+    )
     typer.echo(f"{analyst} on {dataset}: {total}")
     weak = weak_grant_warning(total)
     if weak is not None:

@@ -21,6 +21,8 @@ of the file and what to fix::
     dataset = "patients"
     epsilon = 1.0
     delta = 1e-6
+    accountant = "rdp"                   # basic (default) | zcdp | rdp: how charges add up
+    noise = "auto"                       # laplace (default) | gaussian | auto (zcdp/rdp grants)
 
 Nothing in the file is read from data: column types, bounds and domains are
 what the data owner declares public (see :mod:`dpkit.tables.schema`).
@@ -38,6 +40,7 @@ from typing import Any
 
 from dpkit.accounting import Budget
 from dpkit.errors import DPKitError, InvalidParameterError
+from dpkit.tables.noise import GAUSSIAN_RULES, NOISES
 from dpkit.tables.schema import Schema
 
 __all__ = [
@@ -141,12 +144,22 @@ def dataset_cap(dc: DatasetConfig) -> Budget | None:
 
 @dataclass(frozen=True)
 class GrantConfig:
-    """A budget the data owner gives one analyst on one dataset (it only ever grows)."""
+    """A budget the data owner gives one analyst on one dataset (it only ever grows).
+
+    ``accountant``: how the grant's charges add up, ``"basic"`` (default),
+    ``"zcdp"`` or ``"rdp"`` — the rules valid when each query is chosen after
+    seeing the earlier answers; fixed when the grant is first created.
+    ``noise``: the noise of the grant's queries, ``"laplace"`` (default),
+    ``"gaussian"`` or ``"auto"`` (:mod:`dpkit.tables.noise`; ``"gaussian"``
+    needs ``zcdp`` or ``rdp``); a restart may change it.
+    """
 
     analyst: str
     dataset: str
     epsilon: float
     delta: float = 0.0
+    accountant: str = "basic"
+    noise: str = "laplace"
 
 
 @dataclass(frozen=True)
@@ -354,10 +367,12 @@ def _grants(
         section = f"grants#{i}"
         if not isinstance(g, Mapping):
             raise where.error(section, None, "each [[grants]] is a table")
-        extra = sorted(set(g) - {"analyst", "dataset", "epsilon", "delta"})
+        extra = sorted(set(g) - {"analyst", "dataset", "epsilon", "delta", "accountant", "noise"})
         if extra:
             raise where.error(
-                section, extra[0], "a grant takes analyst, dataset, epsilon and delta"
+                section,
+                extra[0],
+                "a grant takes analyst, dataset, epsilon, delta, accountant and noise",
             )
         analyst, dataset = g.get("analyst"), g.get("dataset")
         if analyst not in analysts:
@@ -379,7 +394,9 @@ def _grants(
         delta = _number(g, "delta", 0.0, where, section=section, low=0.0)
         if delta >= 1:
             raise where.error(section, "delta", "delta must be below 1 (e.g. 1e-6)")
-        out.append(GrantConfig(str(analyst), str(dataset), eps, delta))
+        rule = _grant_accountant(g, delta, section, where)
+        noise = _grant_noise(g, rule, section, where)
+        out.append(GrantConfig(str(analyst), str(dataset), eps, delta, rule, noise))
         dc = datasets[str(dataset)]
         if dc.max_epsilon is not None:
             total_eps = sum(x.epsilon for x in out if x.dataset == dc.name)
@@ -393,6 +410,62 @@ def _grants(
                     "raise the cap",
                 )
     return tuple(out)
+
+
+#: A grant's ``accountant``: the rules valid for adaptively chosen queries (the service is
+#: interactive); ``pld`` and ``tightest`` are for scripts whose queries are fixed in advance.
+GRANT_ACCOUNTANTS = ("basic", "zcdp", "rdp")
+
+
+def _grant_accountant(g: Mapping[str, Any], delta: float, section: str, where: _Locator) -> str:
+    """A grant's ``accountant``, checked (before the service starts)."""
+    grant = f"the grant of {g.get('analyst')!r} on {g.get('dataset')!r}: "
+    rule = g.get("accountant", "basic")
+    if rule in ("pld", "tightest"):
+        raise where.error(
+            section,
+            "accountant",
+            f'{grant}accountant = "{rule}" is valid only for queries whose noise is fixed before the '
+            "first answer (a script); an analyst chooses each query after seeing the earlier "
+            'answers, so a grant takes "basic", "zcdp" or "rdp". Use accountant = "rdp", the '
+            "tightest rule that stays valid for adaptively chosen queries",
+        )
+    if rule not in GRANT_ACCOUNTANTS:
+        raise where.error(
+            section,
+            "accountant",
+            f'{grant}accountant must be "basic" (the default), "zcdp" or "rdp"',
+        )
+    if rule != "basic" and delta <= 0:
+        raise where.error(
+            section,
+            "delta",
+            f'{grant}accountant = "{rule}" needs a grant with delta > 0 (zCDP and Renyi DP convert to '
+            "(epsilon, delta)-DP only for delta > 0), e.g. delta = 1e-6",
+        )
+    return str(rule)
+
+
+def _grant_noise(g: Mapping[str, Any], rule: str, section: str, where: _Locator) -> str:
+    """A grant's ``noise``, checked with its ``accountant`` (before the service starts)."""
+    grant = f"the grant of {g.get('analyst')!r} on {g.get('dataset')!r}: "
+    noise = g.get("noise", "laplace")
+    if noise not in NOISES:
+        raise where.error(
+            section,
+            "noise",
+            f'{grant}noise must be "laplace" (the default), "gaussian" or "auto"',
+        )
+    if noise == "gaussian" and rule not in GAUSSIAN_RULES:
+        raise where.error(
+            section,
+            "noise",
+            f'{grant}noise = "gaussian" needs accountant = "zcdp" or "rdp" (they compose '
+            f'Gaussian noise tightly), not accountant = "{rule}", which would charge every '
+            'Gaussian answer its full (epsilon, delta). Add accountant = "rdp" (and a delta > 0) '
+            'to the grant, or use noise = "laplace" or "auto"',
+        )
+    return str(noise)
 
 
 # ------------------------------------------------------------------------------- values

@@ -96,3 +96,8 @@ class GrantBody(_PublicBody):
     dataset: str
     epsilon: float = Field(ge=0)
     delta: float = Field(0.0, ge=0, lt=1)
+    #: the grant's composition rule, fixed when it is created: basic (default), zcdp or rdp
+    accountant: str | None = None
+    #: the noise of the grant's queries: laplace (default), gaussian (zcdp/rdp) or auto;
+    #: naming it for an existing grant sets it
+    noise: str | None = None

@@ -5,7 +5,7 @@ its declared schema), its synthetic twin, and the :class:`~dpkit.service.store.S
 (analysts, grants, the per-grant ledger, answers, audit log). A query from an
 analyst goes through the session's own four steps — validate against the
 public schema, cost, charge, execute — with the analyst's grant as the payer
-(:meth:`dpkit.Session.answer` with ``accountant=``). So:
+(:meth:`dpkit.Session.answer` with ``accountant=`` and the grant's ``noise=``). So:
 
 * a query that does not fit the schema or the grant is refused before
   anything is charged or read;
@@ -60,6 +60,8 @@ __all__ = ["Busy", "NotFound", "Pending", "Runtime", "open_dataset"]
 _NOBODY = Budget(1e-9)
 _GRANT_TTL = 1.0  # seconds a grant read from the store is reused
 _KEY_TTL = 1.0  # seconds a successful key check is reused
+#: The most ``answers_left`` a dry run counts (it says "at least this many" beyond).
+MAX_ANSWERS_LEFT = 100_000
 # Twin answers pay from a throwaway budget: the twin holds no personal data.
 _UNMETERED = Budget(1e9, 0.5)
 
@@ -156,7 +158,8 @@ class Runtime:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dpkit")
         self._admitted = threading.BoundedSemaphore(workers + config.limits.max_waiting)
         self._sync_config()
-        self._accountants: dict[tuple[str, str], tuple[Budget, Accountant, float]] = {}
+        # (analyst, dataset) -> (grant, its accountant, its noise, when read)
+        self._accountants: dict[tuple[str, str], tuple[Budget, Accountant, str, float]] = {}
         self._keys: dict[bytes, tuple[Analyst, float]] = {}
         self._lock = threading.Lock()
 
@@ -235,6 +238,17 @@ class Runtime:
         for name, key_hash in self.config.analysts.items():
             self.store.ensure_analyst(name, key_hash)
         for g in self.config.grants:
+            terms = self.store.grant_terms(g.analyst, g.dataset)
+            if terms is not None and terms.composition != g.accountant:
+                rule = terms.composition
+                raise ConfigError(
+                    f"{self.config.path or 'the configuration'}: the [[grants]] of "
+                    f"{g.analyst!r} on {g.dataset!r} says accountant = {g.accountant!r}, but this "
+                    f"grant was created with accountant = {rule!r} and keeps it (its charges "
+                    f"were admitted by that rule). Set accountant = {rule!r} for it."
+                )
+            # The noise may change from one start to the next (the file's is set): it is
+            # public, and each charge already in the ledger states the noise it paid for.
             self.store.add_grant(
                 g.analyst,
                 g.dataset,
@@ -243,6 +257,8 @@ class Runtime:
                 actor="config",
                 at_least=True,
                 cap=dataset_cap(self.config.datasets[g.dataset]),
+                composition=g.accountant,
+                noise=g.noise,
             )
 
     # -- keys ------------------------------------------------------------------------
@@ -275,6 +291,16 @@ class Runtime:
 
     def accountant(self, analyst: str, dataset: str) -> Accountant:
         """The accountant of an analyst's grant on a dataset (404 without a grant)."""
+        return self.payer(analyst, dataset)[0]
+
+    def payer(self, analyst: str, dataset: str) -> tuple[Accountant, str]:
+        """The accountant of an analyst's grant on a dataset and the grant's noise (404 without).
+
+        Both are public: the grant's rule, budget and ledger, and the noise the
+        data owner set for it (``laplace``, ``gaussian`` or ``auto``), which
+        the session turns into each step's noise before the charge
+        (:mod:`dpkit.tables.noise`).
+        """
         if dataset not in self.sessions:
             raise NotFound(_not_found(dataset))
         key = (analyst, dataset)
@@ -283,28 +309,58 @@ class Runtime:
             cached = self._accountants.get(key)
         # Grants only grow (and are never withdrawn), so a grant read up to a second ago is
         # safe to pay against: at worst a query is refused that a fresh read would admit.
-        if cached is not None and now - cached[2] < _GRANT_TTL:
-            return cached[1]
-        grant = self.store.grant(analyst, dataset)
-        if grant is None:
+        if cached is not None and now - cached[3] < _GRANT_TTL:
+            return cached[1], cached[2]
+        terms = self.store.grant_terms(analyst, dataset)
+        if terms is None:
             raise NotFound(_not_found(dataset))
+        grant, rule, noise = terms
         with self._lock:
             if cached is not None and cached[0] == grant:
-                self._accountants[key] = (grant, cached[1], now)
-                return cached[1]
-            # A grant that grew gets a new accountant over the same ledger rows.
-            acct = Accountant(grant, ledger=self.store.ledger(analyst, dataset), dataset=dataset)
-            self._accountants[key] = (grant, acct, now)
-            return acct
+                self._accountants[key] = (grant, cached[1], noise, now)
+                return cached[1], noise
+            # A grant that grew gets a new accountant over the same ledger rows; its
+            # composition rule is the grant's, fixed when the grant was created.
+            acct = Accountant(
+                grant,
+                ledger=self.store.ledger(analyst, dataset),
+                dataset=dataset,
+                composition=rule,  # type: ignore[arg-type]
+            )
+            self._accountants[key] = (grant, acct, noise, now)
+            return acct, noise
 
     def add_grant(
-        self, analyst: str, dataset: str, epsilon: float, delta: float, actor: str
+        self,
+        analyst: str,
+        dataset: str,
+        epsilon: float,
+        delta: float,
+        actor: str,
+        composition: str | None = None,
+        noise: str | None = None,
     ) -> Budget:
-        """Add to a grant (admin); this process sees the new total at once."""
+        """Add to a grant (admin); this process sees the new total (and noise) at once.
+
+        ``composition``: the grant's accountant rule when it is created (basic,
+        zcdp or rdp; default basic); naming another rule for an existing grant
+        is a :class:`~dpkit.service.store.ConflictError`. ``noise``: the noise
+        of the grant's queries (laplace by default; gaussian needs zcdp or
+        rdp); naming it for an existing grant sets it.
+        """
         cap = (
             dataset_cap(self.config.datasets[dataset]) if dataset in self.config.datasets else None
         )
-        total = self.store.add_grant(analyst, dataset, epsilon, delta, actor=actor, cap=cap)
+        total = self.store.add_grant(
+            analyst,
+            dataset,
+            epsilon,
+            delta,
+            actor=actor,
+            cap=cap,
+            composition=composition,
+            noise=noise,
+        )
         with self._lock:
             self._accountants.pop((analyst, dataset), None)
         return total
@@ -324,11 +380,13 @@ class Runtime:
         return out
 
     def budget(self, analyst: str, dataset: str) -> dict[str, Any]:
-        acct = self.accountant(analyst, dataset)
+        acct, noise = self.payer(analyst, dataset)
         return {
             **budget_json(acct.budget),
             "spent": budget_json(acct.spent),
             "remaining": budget_json(acct.remaining),
+            "accountant": acct.composition,
+            "noise": noise,
         }
 
     def datasets_for(self, analyst: str) -> list[str]:
@@ -361,16 +419,31 @@ class Runtime:
     # -- queries ---------------------------------------------------------------------
 
     def dry_run(self, analyst: str, dataset: str, query: Mapping[str, Any]) -> dict[str, Any]:
-        """A query's cost and whether the grant can pay it now: no data read, nothing charged."""
-        acct = self.accountant(analyst, dataset)
-        planned = self.sessions[dataset].prepare(QuerySpec.from_dict(query))
-        cost = Budget(planned.epsilon, planned.delta)
+        """A query's cost and whether the grant can pay it now: no data read, nothing charged.
+
+        ``answers_left``: how many more copies of this query, asked one after
+        another, the grant's accountant admits now (at most
+        :data:`MAX_ANSWERS_LEFT`; :meth:`~dpkit.accounting.Accountant.affordable`).
+        It reads the grant's public ledger and the query's public cost and
+        event only, never the data, so it is the same on neighbouring datasets.
+        The query is costed with the grant's noise and rule, as its answer
+        would be charged (a Gaussian step's charge is its zCDP cost).
+        """
+        acct, noise = self.payer(analyst, dataset)
+        planned = self.sessions[dataset].prepare(
+            QuerySpec.from_dict(query), accountant=acct, noise=noise
+        )
+        # what the charge will be, with its event (Session.afford counts the same way)
+        left = acct.affordable(planned.charge, planned.event, limit=MAX_ANSWERS_LEFT)
         return {
             "dataset": dataset,
             "label": planned.label,
             "epsilon": float(planned.epsilon),
             "delta": float(planned.delta),
-            "affordable": acct.can_afford(cost),
+            "affordable": left > 0,
+            "answers_left": left,
+            "accountant": acct.composition,
+            "noise": noise,
             "remaining": budget_json(acct.remaining),
             # the release's error bar: public parameters only, so it may be said before spending
             "expected_error": expected_error(planned.query).to_dict(),
@@ -408,11 +481,11 @@ class Runtime:
         engine call is interrupted, the charge stands and the request is recorded
         as ``timeout`` (a retry with the same key gets the generic failure).
         """
-        acct = self.accountant(analyst, dataset)
+        acct, noise = self.payer(analyst, dataset)
         spec = QuerySpec.from_dict(query)
         if twin:
             result = self.twins[dataset].answer(
-                spec, accountant=Accountant(_UNMETERED), cancellation=cancellation
+                spec, accountant=_unmetered(acct), cancellation=cancellation, noise=noise
             )
             body = self._body(dataset, result, acct.remaining, twin=True, request_key=None)
             return Answer(body, charged=False)
@@ -421,7 +494,9 @@ class Runtime:
         try:
             # validate, cost, charge (committed; refused first if this key was charged
             # already), execute — the session's four steps, paid from the grant
-            result = self.sessions[dataset].answer(spec, accountant=acct, cancellation=cancellation)
+            result = self.sessions[dataset].answer(
+                spec, accountant=acct, cancellation=cancellation, noise=noise
+            )
         except DuplicateRequestError:
             return self._replay(analyst, dataset, spec, key, acct)
         except ReleaseFailedError:
@@ -506,6 +581,15 @@ _FAILED = (
     "the release failed after its budget was charged; the charge stands. This message is the "
     "same whatever the data."
 )
+
+
+def _unmetered(grant: Accountant) -> Accountant:
+    """A throwaway payer for a twin answer, with the grant's rule (and δ: its Gaussian steps'
+    charges are stated at it), so the twin answers with the noise the grant's answers get."""
+    if grant.composition == "basic":
+        return Accountant(_UNMETERED)
+    budget = Budget(_UNMETERED.epsilon_exact, grant.budget.delta_exact)
+    return Accountant(budget, composition=grant.composition)  # type: ignore[arg-type]
 
 
 def _not_found(dataset: str) -> str:  # the name is not echoed: same body for every name

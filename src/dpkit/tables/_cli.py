@@ -29,7 +29,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from dpkit._cli_budget import open_cli_accountant
+from dpkit._cli_budget import check_accountant, open_cli_accountant, planned_payer
 from dpkit._cli_options import cli_words
 from dpkit._cli_query import QueryOptions
 from dpkit.accounting import Accountant, Budget
@@ -42,6 +42,9 @@ from dpkit.tables.session import Session
 from dpkit.tables.sources import UndeclaredTypesError
 
 __all__ = ["declared_types", "query_command"]
+
+#: ``--noise``: the session's noise (:mod:`dpkit.tables.noise`), checked before anything opens.
+_NOISES = ("laplace", "gaussian", "auto")
 
 
 def query_command(
@@ -69,8 +72,10 @@ def query_command(
             JSON/TOML/YAML file: bounds, domains, null policies),
             ``privacy_unit`` and ``max_contributions`` (see Session).
         ledger: which ledger pays (:data:`~dpkit._cli_options.LEDGER`:
-            ``ledger``, ``budget``, ``budget_delta``, ``new_ledger``; see
-            :mod:`dpkit._cli_budget`).
+            ``ledger``, ``budget``, ``budget_delta``, ``new_ledger`` and
+            ``composition``, the ``--accountant`` rule of a new ledger; see
+            :mod:`dpkit._cli_budget`). ``source["noise"]`` (``--noise``) is the
+            session's noise: laplace, gaussian or auto.
         as_json: print JSON instead of a table.
         cost: only print the query's ledger label and cost as JSON (a dry run:
             nothing is charged or read, no ledger is opened).
@@ -117,6 +122,12 @@ def _run(
     cost: bool = False,
 ) -> Release | GroupedRelease | PlannedQuery:
     query.check()
+    check_accountant(ledger.get("composition"))
+    noise = source.get("noise")
+    if noise is not None and noise not in _NOISES:
+        raise InvalidParameterError(
+            f"--noise must be one of {', '.join(_NOISES[:-1])} or {_NOISES[-1]}; got {noise!r}."
+        )
     path = Path(table)
     if not path.is_file():
         raise InvalidParameterError(f"table file {str(path)!r} does not exist.")
@@ -132,12 +143,15 @@ def _run(
         if open_session is Session.from_parquet:
             raise InvalidParameterError("--encoding applies to CSV files, not Parquet.")
         options["encoding"] = source["encoding"]
+    if noise is not None:
+        options["noise"] = noise
     # The declaration (types, schema, privacy unit) and the query are checked on the header
     # first, with a throwaway budget, so a refused command creates no ledger and claims no budget.
+    stand_in = _stand_in(path, ledger, noise=noise)
     with warnings.catch_warnings():  # announced once, by the real session below
         warnings.simplefilter("ignore")
         try:
-            probe = open_session(path, accountant=Accountant(Budget(1.0)), **options)
+            probe = open_session(path, accountant=stand_in, **options)
         except UndeclaredTypesError as err:  # the command line's words, not the library's
             example = " ".join(f"--type {c}=DOUBLE" for c in err.columns[:2])
             raise InvalidParameterError(
@@ -156,8 +170,42 @@ def _run(
         ledger.get("budget"),
         ledger.get("budget_delta"),
         bool(ledger.get("new_ledger", False)),
+        ledger.get("composition"),
     )
     return open_session(path, accountant=accountant, **options).answer(spec)
+
+
+def _stand_in(path: Path, ledger: Mapping[str, Any], *, noise: str | None) -> Accountant:
+    """An in-memory accountant with the budget and rule the query will be paid under.
+
+    It costs the query before the real ledger is opened (a Gaussian release's
+    cost depends on the payer's δ and rule); nothing is created or charged.
+    """
+    if noise in (None, "laplace"):
+        return Accountant(Budget(1.0))  # a Laplace release costs the same whoever pays
+    payer = planned_payer(
+        path,
+        ledger.get("ledger"),
+        ledger.get("budget"),
+        ledger.get("budget_delta"),
+        ledger.get("composition"),
+    )
+    if payer is not None:
+        total, rule = payer
+        if noise == "gaussian" and rule == "basic":
+            raise InvalidParameterError(
+                "--noise gaussian needs a ledger that composes by zCDP or Renyi DP (--accountant "
+                "zcdp or rdp, chosen when the ledger is created); under basic composition every "
+                "Gaussian release would be charged its whole (epsilon, delta) and gain nothing. "
+                "Use --noise laplace (or auto) with this ledger."
+            )
+        return Accountant(total, composition=rule)  # type: ignore[arg-type]
+    raise InvalidParameterError(
+        f"--noise {noise}: the cost of a release with Gaussian noise depends on the ledger's "
+        "delta and --accountant, and this file has no ledger yet. Give its total budget "
+        "once with --budget, --budget-delta and --accountant zcdp or rdp (e.g. --budget 1 "
+        "--budget-delta 1e-6 --accountant rdp)."
+    )
 
 
 def declared_types(items: Sequence[str] | None) -> dict[str, str] | None:

@@ -37,7 +37,7 @@ def execute(query: ValidatedQuery, engine: Engine, rng: Any) -> Any:
     """The release of ``query`` (noise from ``rng``; ``None`` is the OS's CSPRNG)."""
     bound = query.rows.contribution
     if bound is not None:  # a fresh salt per query: which rows are kept is query randomness
-        salted = Contribution(bound.column, bound.max_rows, draw_salt(rng))
+        salted = Contribution(bound.column, bound.max_rows, draw_salt(rng), bound.max_groups)
         query = replace(query, rows=Rows(where=query.rows.where, contribution=salted))
     with epsilon_checked():  # validation warned about a weak epsilon once
         return REGISTRY[query.spec.kind].release(query, engine, rng)

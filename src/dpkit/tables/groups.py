@@ -15,7 +15,7 @@ and ``details`` never count observed groups (only released ones).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,9 @@ from dpkit.tables.engines.base import Condition, Rows
 from dpkit.tables.results import GroupedRelease
 from dpkit.tables.validation import Grouping, ValidatedQuery
 from dpkit.tables.values import from_engine
+
+if TYPE_CHECKING:
+    from dpkit.accounting import Budget
 
 __all__ = [
     "aligned_columns",
@@ -175,18 +178,25 @@ def finish(
     cis: Sequence[Any],
     mechanism: str,
     details: dict[str, Any],
+    cost: Budget | None = None,
 ) -> Release | GroupedRelease:
     """The release: a :class:`Release` without grouping, else a :class:`GroupedRelease`.
 
-    Its ``privacy`` report is public: the query's declared ε and δ, the
-    session's privacy unit, and the mechanisms (private keys add partition selection).
+    Its ``privacy`` report is public: the query's declared ε and δ (or
+    ``cost``, what it was charged, when that differs: Gaussian steps are
+    charged ``(ε', δ)`` with ρ), the session's privacy unit, and the
+    mechanisms (private keys add partition selection).
     """
     used = tuple(m for m in mechanism.split("+") if m)
     if v.grouping is not None and v.grouping.private:
         used = ("partition selection", *used)
+    epsilon, delta, rho = v.epsilon, v.delta, None
+    if cost is not None:
+        epsilon, delta, rho = cost.epsilon, cost.delta, cost.rho_declared
     report = PrivacyReport(
-        epsilon=v.epsilon,
-        delta=v.delta,
+        epsilon=epsilon,
+        delta=delta,
+        rho=None if rho is None else float(rho),
         neighbouring=neighbouring(v.privacy_unit, v.max_contributions),
         mechanisms=used,
     )

@@ -28,13 +28,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import pandas as pd
 
 from dpkit._checks import exact
 from dpkit.accounting import Budget
+from dpkit.accounting.events import ComposedEvent, PrivacyEvent, as_event
 from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import Condition
 from dpkit.tables.specs import Parallel, QuerySpec
@@ -45,12 +45,24 @@ __all__ = ["Plan", "PlannedQuery", "provably_disjoint", "same_costs"]
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """A validated query with its ledger label and cost."""
+    """A validated query with its ledger label and cost.
+
+    ``epsilon``/``delta`` are what it is charged (with Gaussian noise, the sum
+    of its steps' (ε', δ) statements, :mod:`dpkit.tables.noise`); ``cost`` the
+    exact :class:`Budget` (with ρ) and ``event`` its privacy event.
+    """
 
     query: ValidatedQuery
     label: str
     epsilon: float
     delta: float
+    cost: Budget | None = None
+    event: PrivacyEvent | None = None
+
+    @property
+    def charge(self) -> Budget:
+        """The exact cost (``Budget(epsilon, delta)`` when none was recorded)."""
+        return self.cost if self.cost is not None else Budget(self.epsilon, self.delta)
 
 
 @dataclass(frozen=True)
@@ -119,15 +131,39 @@ class Plan:
 
 def total_cost(
     items: Sequence[tuple[PlannedQuery, ...]], parallel: Sequence[bool]
-) -> tuple[Fraction, Fraction]:
-    """Exact (ε, δ): the max inside proved-parallel items, sums everywhere else."""
-    eps, delta = Fraction(0), Fraction(0)
+) -> tuple[Budget, PrivacyEvent]:
+    """The plan's exact charge and its event: the max inside proved-parallel items, sums elsewhere.
+
+    A proved-parallel item (members on disjoint rows) is charged the
+    component-wise max of its members' costs (ε, δ, and ρ when every member
+    declares one): parallel composition. Its event is the members' common
+    event when they all have the same one (the same mechanism on disjoint
+    rows), else the bare max (known by its (ε, δ[, ρ]) only). Items compose in
+    sequence; the total is the composed event's ``budget()``, exactly.
+    """
+    events: list[PrivacyEvent] = []
     for group, par in zip(items, parallel):
-        es = [exact(p.epsilon) for p in group]
-        ds = [exact(p.delta) for p in group]
-        eps += max(es) if par else sum(es, Fraction(0))
-        delta += max(ds) if par else sum(ds, Fraction(0))
-    return eps, delta
+        if not par:
+            events.extend(_event_of(p) for p in group)
+            continue
+        member_events = [_event_of(p) for p in group]
+        if all(e == member_events[0] for e in member_events):
+            events.append(member_events[0])
+            continue
+        costs = [p.charge for p in group]
+        rhos = [c.rho_declared for c in costs]
+        most = Budget._of(
+            max(c.epsilon_exact for c in costs),
+            max(c.delta_exact for c in costs),
+            None if any(r is None for r in rhos) else max(r for r in rhos if r is not None),
+        )
+        events.append(as_event(most))
+    event = events[0] if len(events) == 1 else ComposedEvent(tuple(events))
+    return event.budget(), event
+
+
+def _event_of(p: PlannedQuery) -> PrivacyEvent:
+    return p.event if p.event is not None else as_event(p.charge)
 
 
 def same_costs(recorded: Plan, fresh: Plan) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
@@ -38,13 +39,14 @@ import pandas as pd
 
 from dpkit._checks import check_delta, check_epsilon, check_level
 from dpkit.accounting import Budget, charge_and_run
-from dpkit.errors import DataError, InvalidParameterError
+from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.privacy import neighbouring
 from dpkit.release import Release
 from dpkit.tables import costing
 from dpkit.tables.engines.base import ColumnKind, Engine
 from dpkit.tables.execution import execute
 from dpkit.tables.kinds import validate
+from dpkit.tables.noise import check_noise, for_payer
 from dpkit.tables.plans import Plan, PlannedQuery, provably_disjoint, same_costs, total_cost
 from dpkit.tables.query_methods import QueryMethods
 from dpkit.tables.results import GroupedRelease
@@ -106,10 +108,12 @@ class SessionOptions(TypedDict, total=False):
     schema: Schema | Mapping[str, Any] | str | PathLike[str] | None
     privacy_unit: str | None
     max_contributions: int
+    max_groups: int | None
     rng: object
     level: float
     accountant: Any
     dataset: str | None
+    noise: str
 
 
 class Session(QueryMethods):
@@ -141,13 +145,31 @@ class Session(QueryMethods):
             most ``max_contributions`` rows per person, chosen by a random
             order that ignores values, and scales its sensitivities by that.
         max_contributions: the per-person row bound ``k`` (default 1).
+        max_groups: with ``privacy_unit``, the most groups ``G`` one person
+            adds rows to in a grouped query (``None``, the default: no bound,
+            a person's ``k`` rows may all fall in one group). A grouped query
+            then keeps, per person, ``k`` rows in each of ``G`` groups chosen
+            by a salted hash of the group key (Tumult's max_groups /
+            max_rows_per_group), so a count vector's sensitivity is ℓ1 ``k·G``
+            (Laplace) and ℓ2 ``k·√G`` (Gaussian noise): a person in many
+            groups costs √G, not G. Ungrouped queries ignore it (one group).
         rng: ``None`` (secure randomness, the default), or an ``int`` seed /
             ``numpy.random.Generator`` for reproducible tests. Never publish
             answers made with a seed.
         level: default confidence level of the intervals (0.95).
         accountant: an existing :class:`~dpkit.accounting.Accountant` to pay
             from instead of ``epsilon``/``delta``/``ledger`` (one budget shared
-            by several sessions or other releases).
+            by several sessions or other releases); or the name of the
+            composition rule of the session's own accountant, with
+            ``epsilon``/``delta``: ``"basic"`` (the default), ``"zcdp"``,
+            ``"rdp"`` (adaptive-valid and the tightest for an interactive
+            session), ``"pld"`` or ``"tightest"`` (valid only for queries fixed
+            in advance, a script: warned). See ``docs/accounting.md``.
+        noise: ``"laplace"`` (the default), ``"gaussian"`` or ``"auto"``: the
+            noise of every additive step (:mod:`dpkit.tables.noise`). Gaussian
+            noise needs ``accountant="zcdp"``, ``"rdp"``, ``"pld"`` or
+            ``"tightest"`` and ``delta > 0``; ``"auto"`` takes, per step, the
+            noise with the smaller error bar at the same zCDP cost.
         dataset: the identity of the dataset (a name the data owner chooses;
             file constructors default to the file's resolved path). A ledger
             records it and refuses to guard another dataset; a dataset that
@@ -187,9 +209,16 @@ class Session(QueryMethods):
         level: float = 0.95,
         accountant: Any = None,
         dataset: str | None = None,
+        noise: str = "laplace",
+        max_groups: int | None = None,
     ) -> None:
         from dpkit.accounting import Accountant
 
+        self._noise = check_noise(noise)
+        composition = "basic"
+        if isinstance(accountant, str):
+            composition = _check_rule(accountant)
+            accountant = None
         if accountant is not None:
             if epsilon is not None or delta or ledger is not None:
                 raise InvalidParameterError(
@@ -226,6 +255,7 @@ class Session(QueryMethods):
                 "person (the default) it is 1."
             )
         self._k = int(max_contributions)
+        self._max_groups = _check_max_groups(max_groups, privacy_unit)
         self._rng = self._make_rng(rng)
         self._privacy_unit = privacy_unit
         if dataset is not None and (not isinstance(dataset, str) or not dataset):
@@ -240,6 +270,7 @@ class Session(QueryMethods):
             max_contributions=self._k,
             privacy_unit=privacy_unit,
             level=self._level,
+            max_groups=self._max_groups,
         )
         if not engine.has_rows():
             raise DataError(
@@ -249,8 +280,9 @@ class Session(QueryMethods):
             )
         if accountant is None:
             assert epsilon is not None  # checked above
-            accountant = _new_accountant(Budget(epsilon, delta), ledger, dataset)
+            accountant = _new_accountant(Budget(epsilon, delta), ledger, dataset, composition)
         self._accountant = accountant
+        self._context = replace(self._context, noise=for_payer(self._noise, accountant))
 
     # -- constructors ---------------------------------------------------------------------
     #
@@ -648,8 +680,38 @@ class Session(QueryMethods):
 
     @property
     def remaining(self) -> Any:
-        """The budget left (a :class:`dpkit.Budget`)."""
+        """The budget left (a :class:`dpkit.Budget`), as the accountant's rule certifies it.
+
+        In the units an analyst thinks in: :meth:`afford` says how many more
+        queries of a given kind and accuracy that is, e.g.
+        ``session.afford(Query("mean", "age", bounds=(0, 100), epsilon=0.01))``.
+        """
         return self._accountant.remaining
+
+    def afford(
+        self,
+        spec: QuerySpec,
+        *,
+        limit: int = 1_000_000,
+        accountant: Any = None,
+        noise: str | None = None,
+    ) -> int:
+        """How many more times ``spec`` can be answered now, one after another (at most ``limit``).
+
+        The query is validated and costed exactly as :meth:`prepare` and
+        :meth:`answer` do (same errors, before anything else), then the
+        session's accountant counts how many charges of that cost and privacy
+        event its composition rule still admits after every charge in its
+        ledger (:meth:`dpkit.accounting.Accountant.affordable`); 0 if not one.
+        Nothing is charged and no data is read: the count depends only on
+        public inputs (the spec, the schema, the noise setting, the budget and
+        the charges already made), so it reveals nothing about the rows.
+        Advisory: other sessions on the same ledger may spend in between.
+        ``accountant``/``noise``: as for :meth:`answer` (another payer, another noise).
+        """
+        payer, context = self._payer(accountant, noise)
+        planned = self._prepare(spec, context)
+        return int(payer.affordable(planned.charge, planned.event, limit=limit))
 
     @property
     def spent(self) -> Any:
@@ -712,18 +774,45 @@ class Session(QueryMethods):
         self._limits = WorkLimits(max_work, max_answer_bytes, rows)
         return self
 
-    def prepare(self, spec: QuerySpec) -> PlannedQuery:
+    def prepare(
+        self, spec: QuerySpec, *, accountant: Any = None, noise: str | None = None
+    ) -> PlannedQuery:
         """Validate, cost and size one spec against this session's schema (no data read, no charge).
 
         A query whose estimated work or answer size (from its public parameters,
         :func:`dpkit.tables.work.estimate`) is beyond :attr:`limits` is refused here.
+        ``accountant``/``noise``: cost it as :meth:`answer` would for that payer
+        and noise (a Gaussian step's charge depends on the payer's rule and δ).
         """
+        return self._prepare(spec, self._payer(accountant, noise)[1])
+
+    def _payer(self, accountant: Any, noise: str | None) -> tuple[Any, TableContext]:
+        """The accountant that pays (default: the session's) and the context it implies."""
+        from dpkit.accounting import Accountant
+
+        payer = self._accountant if accountant is None else accountant
+        if not isinstance(payer, Accountant):
+            raise InvalidParameterError("accountant must be a dpkit.accounting.Accountant.")
+        kind = self._noise if noise is None else check_noise(noise)
+        if payer is self._accountant and kind == self._noise:
+            return payer, self._context
+        return payer, replace(self._context, noise=for_payer(kind, payer))
+
+    def _prepare(self, spec: QuerySpec, context: TableContext) -> PlannedQuery:
         if not isinstance(spec, QuerySpec):
             raise InvalidParameterError("expected a query spec (dpkit.tables.Query / QuerySpec).")
         self._limits.check(presize(spec))  # the sizes it states, before building anything
-        query = validate(spec, self._context)
+        query = validate(spec, context)
         self._limits.check(estimate(query, rows=self._limits.rows))
-        return PlannedQuery(query, costing.label(query), query.epsilon, query.delta)
+        cost = costing.cost(query)
+        return PlannedQuery(
+            query,
+            costing.label(query),
+            float(cost.epsilon_exact),
+            float(cost.delta_exact),
+            cost,
+            costing.event(query),
+        )
 
     def answer(
         self,
@@ -731,6 +820,7 @@ class Session(QueryMethods):
         *,
         accountant: Any = None,
         cancellation: Cancellation | None = None,
+        noise: str | None = None,
     ) -> Result:
         """Validate, cost, charge and execute one query spec; the release with the budget left.
 
@@ -739,6 +829,11 @@ class Session(QueryMethods):
         session per table and charges each analyst's queries to that analyst's
         grant. The order — validate, cost, charge, execute — is the same.
 
+        ``noise`` (``"laplace"``, ``"gaussian"``, ``"auto"``) replaces the
+        session's for this query (the service sets each grant's); with the
+        payer's composition rule and δ it decides each step's noise
+        (:mod:`dpkit.tables.noise`), before the charge.
+
         ``cancellation`` (a :class:`~dpkit.tables.work.Cancellation`) lets the
         caller stop the query when its time is up: the engine call running is
         interrupted and no further one starts; the query then fails with the one
@@ -746,12 +841,8 @@ class Session(QueryMethods):
         The session's lock is held only while an engine call runs, so whatever a
         stopped query still computes never delays the next one.
         """
-        payer = self._accountant if accountant is None else accountant
-        from dpkit.accounting import Accountant
-
-        if not isinstance(payer, Accountant):
-            raise InvalidParameterError("accountant must be a dpkit.accounting.Accountant.")
-        planned = self.prepare(spec)  # reads only the session's frozen context
+        payer, context = self._payer(accountant, noise)  # its rule and δ decide the noise
+        planned = self._prepare(spec, context)  # reads only public, frozen context
 
         def release() -> Result:
             # One engine pass at a time (the lock is taken per engine call, so the noise and
@@ -760,9 +851,15 @@ class Session(QueryMethods):
             engine = GuardedEngine(self._engine, self._lock, cancellation)
             return execute(planned.query, engine, self._rng)
 
-        result = charge_and_run(payer, costing.cost(planned.query), planned.label, release)
+        result = charge_and_run(
+            payer,
+            planned.charge,
+            planned.label,
+            release,
+            event=planned.event,
+        )
         # what this charge left, and the session's neighbouring relation (public)
-        relation = neighbouring(self._privacy_unit, self._k)
+        relation = neighbouring(self._privacy_unit, self._k, self._max_groups)
         return replace(result, privacy=result.privacy.paid(payer.remaining_seen, relation))
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
@@ -791,15 +888,15 @@ class Session(QueryMethods):
             raise InvalidParameterError("plan() needs at least one query.")
         every = [p.query for group in items for p in group]
         self._limits.check(estimate_all(every, rows=self._limits.rows), "this plan")
-        eps, delta = total_cost(items, parallel)
+        cost, _ = total_cost(items, parallel)
         return Plan(
             session=self._token,
             dataset=self._dataset,
             items=tuple(items),
             parallel=tuple(parallel),
-            epsilon=float(eps),
-            delta=float(delta),
-            cost=Budget(eps, delta),
+            epsilon=float(cost.epsilon_exact),
+            delta=float(cost.delta_exact),
+            cost=cost,
         )
 
     def run(self, plan: Plan | Sequence[QuerySpec | Parallel]) -> list[Result]:
@@ -830,12 +927,17 @@ class Session(QueryMethods):
         def run_all() -> list[Result]:
             return [execute(q, self._engine, self._rng) for q in queries]
 
+        _, event = total_cost(plan.items, plan.parallel)  # fresh: recomputed from the specs
         with self._lock:
             results = charge_and_run(
-                self._accountant, plan.cost, f"plan: {'; '.join(plan.labels)}", run_all
+                self._accountant,
+                plan.cost,
+                f"plan: {'; '.join(plan.labels)}",
+                run_all,
+                event=event,
             )
             remaining = self._accountant.remaining
-        relation = neighbouring(self._privacy_unit, self._k)
+        relation = neighbouring(self._privacy_unit, self._k, self._max_groups)
         return [replace(r, privacy=r.privacy.paid(remaining, relation)) for r in results]
 
     # -- internals ------------------------------------------------------------------------
@@ -876,8 +978,55 @@ class Session(QueryMethods):
         return as_source(rng)
 
 
-def _new_accountant(budget: Budget, ledger: str | PathLike[str] | None, dataset: str | None) -> Any:
+def _new_accountant(
+    budget: Budget, ledger: str | PathLike[str] | None, dataset: str | None, composition: str
+) -> Any:
     """A session's own accountant; its ledger records (and checks) the dataset's identity."""
     from dpkit.accounting import Accountant
 
-    return Accountant(budget, ledger=ledger, dataset=dataset)
+    return Accountant(budget, ledger=ledger, dataset=dataset, composition=composition)  # type: ignore[arg-type]
+
+
+def _check_rule(name: str) -> str:
+    """A composition rule's name for ``accountant=``; pld/tightest are warned (not adaptive-valid)."""
+    from dpkit.accounting.composition import COMPOSITION_RULES
+
+    if name not in COMPOSITION_RULES:
+        raise InvalidParameterError(
+            f"accountant must be an Accountant or the name of a composition rule "
+            f"({', '.join(map(repr, COMPOSITION_RULES))}); got {name!r}."
+        )
+    if name in ("pld", "tightest"):
+        warnings.warn(
+            f"accountant={name!r} is valid only for a sequence of queries fixed before the first "
+            "answer (a script): its theorems do not cover queries chosen after seeing earlier "
+            "answers. For an interactive session use accountant='rdp' (a privacy filter).",
+            PrivacyWarning,
+            stacklevel=4,
+        )
+    return name
+
+
+#: The largest ``max_groups`` accepted (a bound, not a count: any realistic one is far below).
+_MAX_GROUPS = 2**31
+
+
+def _check_max_groups(max_groups: object, privacy_unit: str | None) -> int | None:
+    """``max_groups`` as an int in [1, 2**31], or ``None``; it needs a privacy unit."""
+    if max_groups is None:
+        return None
+    if (
+        not isinstance(max_groups, int | np.integer)
+        or isinstance(max_groups, bool)
+        or not 1 <= max_groups <= _MAX_GROUPS
+    ):
+        raise InvalidParameterError(
+            "max_groups must be None or an integer from 1 to 2**31 (the most groups one person "
+            "may add rows to in a grouped query)."
+        )
+    if privacy_unit is None:
+        raise InvalidParameterError(
+            "max_groups needs privacy_unit=<person id column>: it bounds the groups of each "
+            "person, and without a privacy unit each row is its own person (one group)."
+        )
+    return int(max_groups)

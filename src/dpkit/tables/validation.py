@@ -30,6 +30,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from dpkit._checks import MEMORY_CEILING, check_bounds, check_delta, check_epsil
 from dpkit.errors import DataError, InvalidParameterError
 from dpkit.histograms.methods import PUBLISHERS_1D, PUBLISHERS_2D
 from dpkit.tables.engines.base import COMPARISONS, ColumnKind, Condition, Contribution, Rows, Value
+from dpkit.tables.noise import LAPLACE, Noise
 from dpkit.tables.schema import Column, Schema
 from dpkit.tables.values import canonical, temporal_type
 
@@ -80,6 +82,10 @@ class TableContext:
     max_contributions: int
     privacy_unit: str | None
     level: float
+    #: the noise of additive steps and the paying accountant's rule (dpkit.tables.noise)
+    noise: Noise = LAPLACE
+    #: a person's groups per grouped query (``None``: unbounded; needs ``privacy_unit``)
+    max_groups: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,11 +125,35 @@ class ValidatedQuery:
     rows: Rows
     grouping: Grouping | None
     value: Value | None
+    #: the most rows one person adds to this query: ``k``, or ``k·G`` grouped with ``max_groups=G``
     max_contributions: int
+    noise: Noise
 
     @property
     def privacy_unit(self) -> str | None:
         return None if self.rows.contribution is None else self.rows.contribution.column
+
+    @property
+    def l2_contributions(self) -> float:
+        """The ℓ2 norm of a person's per-group row counts: ``k``, or ``k·√G`` with ``max_groups=G``.
+
+        Without a bound on groups a person's ``k`` rows may all fall in one
+        group (ℓ2 = ℓ1 = ``k``); with it, at most ``k`` rows in each of at most
+        ``G`` groups (:class:`~dpkit.tables.engines.base.Contribution`), so
+        ``√(G·k²)``, rounded up to a float whose square is at least ``G·k²``.
+        """
+        bound = self.rows.contribution
+        if bound is None or bound.max_groups is None:
+            return float(self.max_contributions)
+        return root_up(bound.max_rows**2 * bound.max_groups)
+
+
+def root_up(n: int) -> float:
+    """The least float whose exact square is at least the integer ``n`` (√n, never rounded down)."""
+    r = math.sqrt(n)
+    while Fraction(r) ** 2 < n:
+        r = math.nextafter(r, math.inf)
+    return r
 
 
 def check_common(spec: Any, ctx: TableContext, *, needs_column: bool = True) -> dict[str, Any]:
@@ -152,10 +182,18 @@ def check_common(spec: Any, ctx: TableContext, *, needs_column: bool = True) -> 
         raise InvalidParameterError(
             f"{kind}() spends no delta unless keys='private' (partition selection); drop delta=."
         )
+    # A bound on groups applies to grouped queries only (an ungrouped query is one group);
+    # a person then adds up to k rows to each of G groups: k·G rows in all.
+    max_groups = ctx.max_groups if grouping is not None else None
+    rows_per_person = ctx.max_contributions * (max_groups or 1)
+    if max_groups is not None:
+        check_epsilon(
+            epsilon / rows_per_person, name="epsilon / (max_contributions * max_groups)", warn=False
+        )
     contribution = (
         None
         if ctx.privacy_unit is None
-        else Contribution(ctx.privacy_unit, ctx.max_contributions, 0)  # salt drawn per query
+        else Contribution(ctx.privacy_unit, ctx.max_contributions, 0, max_groups)  # salt per query
     )
     return {
         "spec": spec,
@@ -164,7 +202,8 @@ def check_common(spec: Any, ctx: TableContext, *, needs_column: bool = True) -> 
         "level": level,
         "rows": Rows(where=where, contribution=contribution),
         "grouping": grouping,
-        "max_contributions": ctx.max_contributions,
+        "max_contributions": rows_per_person,
+        "noise": ctx.noise,
     }
 
 

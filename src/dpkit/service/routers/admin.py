@@ -64,7 +64,15 @@ async def grant(body: GrantBody, rt: RuntimeDep) -> dict[str, Any]:
     if body.dataset not in rt.sessions:
         raise ApiError(404, "unknown_dataset", "no dataset of that name in this service.")
     total = await call(
-        rt, rt.add_grant, body.analyst, body.dataset, body.epsilon, body.delta, actor="admin"
+        rt,
+        rt.add_grant,
+        body.analyst,
+        body.dataset,
+        body.epsilon,
+        body.delta,
+        actor="admin",
+        composition=body.accountant,
+        noise=body.noise,
     )
     out = {"analyst": body.analyst, "dataset": body.dataset, **_budget(total)}
     weak = weak_grant_warning(total)

@@ -55,6 +55,7 @@ const state = {
   quiet: false, // building a query for the error-bar preview: checks fail silently
   previewTimer: null, // the pending error-bar preview (after a pause in typing)
   previewSeq: 0, // the latest preview asked: older answers are dropped
+  answersLeft: null, // the last dry run's answers_left for the query being composed
 };
 
 const $ = (id) => document.getElementById(id);
@@ -367,6 +368,7 @@ function resetDataset(clearSelect = true) {
   $("cost-result").textContent = "";
   $("schema-table").hidden = true;
   $("expected-error").textContent = "";
+  showAnswersLeft(null);
   showBudget(null);
   for (const id of ["cost-button", "run-button", "history-refresh"]) $(id).disabled = true;
   $("cost-result").textContent = "";
@@ -383,6 +385,7 @@ async function loadDataset(name) {
   try {
     const data = await api(`/datasets/${encodeURIComponent(name)}`);
     state.dataset = data;
+    showAnswersLeft(null); // another grant: the last count was for the old one
     $("dataset").value = name;
     $("dataset-description").textContent = data.description || "";
     renderSchema(data);
@@ -435,8 +438,24 @@ function showBudget(budget) {
   if (Number(budget.delta) > 0) {
     words += ` · δ ${fmt(Number(budget.remaining?.delta ?? budget.delta))} of ${fmt(Number(budget.delta))} left`;
   }
+  // The grant's accountant: how its charges add up (public, fixed with the grant).
+  if (budget.accountant) words += ` · ${budget.accountant} accounting`;
+  // The grant's noise (public, set by the data owner): said when it is not the default.
+  if (budget.noise && budget.noise !== "laplace") words += ` · ${budget.noise} noise`;
   text.textContent = words;
   updateRunLabel();
+}
+
+function answersLeft(n) {
+  return n === 1 ? "1 more answer" : `${n.toLocaleString("en")}${n >= 100000 ? "+" : ""} more answers`;
+}
+
+// From the last dry run: how many more copies of the query being composed the grant admits
+// (public: the ledger and the query's parameters, nothing read from the data).
+function showAnswersLeft(data) {
+  state.answersLeft = Number.isInteger(data?.answers_left) ? data.answers_left : null;
+  $("answers-left").textContent =
+    state.answersLeft === null ? "" : `This query: ${answersLeft(state.answersLeft)} at this budget.`;
 }
 
 function updateRemaining(remaining) {
@@ -641,10 +660,12 @@ async function cost() {
     let text = `This query costs ε ${fmtEpsilon(data.epsilon)}`;
     if (Number(data.delta) > 0) text += ` and δ ${fmt(data.delta)}`;
     text += data.affordable ? "; your budget can pay it" : "; your budget cannot pay it";
+    if (Number.isInteger(data.answers_left) && data.affordable) text += ` (${answersLeft(data.answers_left)})`;
     if (data.remaining) text += ` (ε ${fmtEpsilon(data.remaining.epsilon)} left).`;
     if ($("twin").checked) text += " On the synthetic twin it is free.";
     const bar = expectedError(data.expected_error);
     $("cost-result").replaceChildren(text, ...(bar ? [el("br"), `Expected error: ${bar}`] : []));
+    showAnswersLeft(data);
     updateRemaining(data.remaining);
   } catch (err) {
     $("cost-result").textContent = "";
@@ -682,12 +703,14 @@ async function showExpectedError() {
   };
   if (!query) {
     show(""); // incomplete: the checks speak when the analyst asks for a cost or a run
+    showAnswersLeft(null);
     return;
   }
   try {
     const data = await api(datasetPath("dry-run"), { method: "POST", body: { query } });
     const bar = expectedError(data.expected_error);
     show(bar ? `Expected error at this ε, before spending: ${bar}.` : "");
+    if (asked === state.previewSeq) showAnswersLeft(data);
   } catch {
     show(""); // a refused query says why when it is costed or run
   }
@@ -720,6 +743,7 @@ async function run() {
     updateRunLabel();
     $("result").removeAttribute("aria-busy");
   }
+  previewError(); // the answers left (and the bar) for the query now, after this run
   await refreshHistory();
 }
 

@@ -142,6 +142,10 @@ _grants = sa.Table(
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # the grant's composition rule, fixed when it is created (NULL: "basic", older stores)
+    sa.Column("composition", sa.String(16)),
+    # the noise of its queries' additive steps (NULL: "laplace"); the admin may change it
+    sa.Column("noise", sa.String(16)),
     sa.PrimaryKeyConstraint("analyst", "dataset"),
 )
 
@@ -158,6 +162,7 @@ _charges = sa.Table(
     sa.Column("scope_path", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("request_key", _REQUEST_TYPE),
+    sa.Column("event", sa.Text),  # the privacy event's JSON (NULL: the cost is the event)
     sa.ForeignKeyConstraint(["analyst", "dataset"], ["grants.analyst", "grants.dataset"]),
     sa.UniqueConstraint("analyst", "request_key"),
     sa.Index("charges_by_grant", "analyst", "dataset", "id"),
@@ -182,7 +187,11 @@ _answers = sa.Table(
 )
 
 #: Columns added after a store's first release (nullable): create() adds them to old stores.
-_ADDED_COLUMNS = {"answers": ("visible_at",)}
+_ADDED_COLUMNS = {
+    "answers": ("visible_at",),
+    "grants": ("composition", "noise"),
+    "charges": ("event",),
+}
 
 _audit = sa.Table(
     "audit",

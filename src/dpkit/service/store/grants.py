@@ -23,13 +23,14 @@ import warnings
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
 from dpkit._checks import WEAK_EPSILON
 from dpkit.accounting.budget import Amount, Budget
-from dpkit.accounting.ledger import NewRow, Row, Transaction, level_from_json
+from dpkit.accounting.events import PrivacyEvent, event_from_json
+from dpkit.accounting.ledger import NewRow, Row, Transaction, event_text, level_from_json
 from dpkit.errors import InvalidParameterError, LedgerCorruptError, LedgerError, PrivacyWarning
 from dpkit.service.store._database import (
     REQUEST_KEY,
@@ -46,6 +47,54 @@ from dpkit.service.store._database import (
 )
 from dpkit.service.store.audit import audit_row
 from dpkit.service.store.keys import analyst_row
+from dpkit.tables.noise import GAUSSIAN_RULES, NOISES, check_noise
+
+#: The composition rules a grant may use: those valid when each query is chosen after
+#: seeing the earlier answers (the service is interactive; docs/accounting.md).
+GRANT_RULES = ("basic", "zcdp", "rdp")
+_MAX_EVENT_TEXT = 1_000_000  # as the file ledger's
+
+
+def check_grant_rule(rule: object) -> str:
+    """A grant's composition rule (:data:`GRANT_RULES`), else a clear error."""
+    if rule in ("pld", "tightest"):
+        raise InvalidParameterError(
+            f"a grant's accountant {rule!r} is valid only for queries whose noise is fixed "
+            "before the first answer (a script); an analyst chooses each query after seeing "
+            "the earlier answers, so a grant uses 'basic', 'zcdp' or 'rdp'. Use 'rdp', the "
+            "tightest rule that stays valid for adaptively chosen queries."
+        )
+    if not isinstance(rule, str) or rule not in GRANT_RULES:
+        raise InvalidParameterError(
+            f"a grant's accountant is one of {', '.join(map(repr, GRANT_RULES))}."
+        )
+    return rule
+
+
+def check_grant_noise(noise: object, rule: str) -> str:
+    """A grant's noise (:data:`~dpkit.tables.noise.NOISES`) for its composition rule, else a clear error."""
+    try:
+        kind = check_noise(noise)
+    except InvalidParameterError:
+        raise InvalidParameterError(
+            f"a grant's noise is one of {', '.join(map(repr, NOISES))}."
+        ) from None
+    if kind == "gaussian" and rule not in GAUSSIAN_RULES:
+        raise InvalidParameterError(
+            f"a grant with noise 'gaussian' needs accountant 'zcdp' or 'rdp' (they compose "
+            f"Gaussian noise tightly); this grant's accountant is {rule!r}, which would charge "
+            "every Gaussian answer its full (epsilon, delta). Give the grant accountant 'rdp', "
+            "or noise 'laplace' or 'auto'."
+        )
+    return kind
+
+
+class GrantTerms(NamedTuple):
+    """What the store says about a grant: its budget, composition rule and noise."""
+
+    budget: Budget
+    composition: str
+    noise: str
 
 
 def weak_grant_warning(total: Budget) -> str | None:
@@ -63,9 +112,13 @@ class Grants(Database):
     """The grants' and charges' part of the store."""
 
     def _grant_row(self, conn: sa.Connection, analyst: str, dataset: str, *, lock: bool) -> Any:
-        query = sa.select(_grants.c.epsilon, _grants.c.delta, _grants.c.version).where(
-            _grants.c.analyst == analyst, _grants.c.dataset == dataset
-        )
+        query = sa.select(
+            _grants.c.epsilon,
+            _grants.c.delta,
+            _grants.c.version,
+            _grants.c.composition,
+            _grants.c.noise,
+        ).where(_grants.c.analyst == analyst, _grants.c.dataset == dataset)
         if lock:  # PostgreSQL's row lock; SQLite's BEGIN IMMEDIATE already holds the file
             query = query.with_for_update()
         return conn.execute(query).first()
@@ -80,6 +133,8 @@ class Grants(Database):
         *,
         at_least: bool = False,
         cap: Budget | None = None,
+        composition: str | None = None,
+        noise: str | None = None,
     ) -> Budget:
         """Add (ε, δ) to the analyst's grant on the dataset (created if absent); the new total.
 
@@ -90,9 +145,24 @@ class Grants(Database):
         dataset (analysts who pool their answers compose): a grant that would pass it
         raises :class:`ConflictError` and changes nothing. A grant that grows above
         ε = 10 warns (:class:`~dpkit.errors.PrivacyWarning`, :func:`weak_grant_warning`).
+
+        ``composition`` is the grant's accountant rule (:data:`GRANT_RULES`), fixed
+        when the grant is created (default ``"basic"``); a later call naming
+        another rule for the same grant raises :class:`ConflictError`: a budget
+        keeps the rule its charges were admitted by. ``"zcdp"`` and ``"rdp"``
+        need a grant with δ > 0.
+
+        ``noise`` is the noise of the grant's queries (``"laplace"``, the default
+        when it is created, ``"gaussian"`` or ``"auto"``; ``"gaussian"`` needs
+        rule ``zcdp`` or ``rdp``). Unlike the rule it may change later (a call
+        naming another noise sets it, audited as ``grant_noise``): the noise is
+        public and chosen by the data owner, never by the data, and the grant's
+        accountant charges each answer the cost of the noise it was given, so
+        its ledger stays valid whatever noise later answers use.
         """
         _name(analyst, "analyst")
         _name(dataset, "dataset")
+        rule = None if composition is None else check_grant_rule(composition)
         more = Budget(epsilon, delta)
         with self._write(exclusive=True) as conn:
             if analyst_row(conn, analyst) is None:
@@ -103,6 +173,8 @@ class Grants(Database):
                 total = more
                 if total.epsilon_exact <= 0:
                     raise InvalidParameterError("a new grant needs an epsilon > 0.")
+                _check_rule_delta(rule or "basic", total)
+                kind = check_grant_noise(noise or "laplace", rule or "basic")
                 self._check_cap(conn, dataset, more, cap)
                 conn.execute(
                     _grants.insert().values(
@@ -113,10 +185,22 @@ class Grants(Database):
                         version=1,
                         created_at=now,
                         updated_at=now,
+                        composition=rule or "basic",
+                        noise=kind,
                     )
                 )
             else:
                 have = Budget(_amount(row.epsilon, "a grant"), _amount(row.delta, "a grant"))
+                own = _rule_of(row.composition)
+                if rule is not None and rule != own:
+                    raise ConflictError(
+                        f"the grant of {analyst!r} on {dataset!r} composes its charges with "
+                        f"accountant {own!r}, not {rule!r}; a grant keeps the rule it was "
+                        "created with (its charges were admitted by it). Give the grant's own "
+                        "rule, or grant on another dataset name."
+                    )
+                if noise is not None:
+                    self._set_noise(conn, analyst, dataset, noise, own, row.noise, actor)
                 if at_least:
                     more = Budget(
                         max(more.epsilon_exact - have.epsilon_exact, Fraction(0)),
@@ -154,6 +238,33 @@ class Grants(Database):
             warnings.warn(weak, PrivacyWarning, stacklevel=2)
         return total
 
+    def _set_noise(
+        self,
+        conn: sa.Connection,
+        analyst: str,
+        dataset: str,
+        noise: str,
+        rule: str,
+        stored: object,
+        actor: str,
+    ) -> None:
+        """Set an existing grant's noise (audited when it changes)."""
+        kind = check_grant_noise(noise, rule)
+        before = _noise_of(stored)
+        if kind == before:
+            return
+        conn.execute(
+            _grants.update()
+            .where(_grants.c.analyst == analyst, _grants.c.dataset == dataset)
+            .values(noise=kind, updated_at=time.time())
+        )
+        audit_row(
+            conn,
+            actor,
+            "grant_noise",
+            {"analyst": analyst, "dataset": dataset, "noise": kind, "was": before},
+        )
+
     def _granted(self, conn: sa.Connection, dataset: str) -> Budget:
         rows = conn.execute(
             sa.select(_grants.c.epsilon, _grants.c.delta).where(_grants.c.dataset == dataset)
@@ -190,6 +301,16 @@ class Grants(Database):
         if row is None:
             return None
         return Budget(_amount(row.epsilon, "a grant"), _amount(row.delta, "a grant"))
+
+    def grant_terms(self, analyst: str, dataset: str) -> GrantTerms | None:
+        """The analyst's budget on the dataset, its composition rule and noise; None without a grant."""
+        with self._read() as conn:
+            row = self._grant_row(conn, analyst, dataset, lock=False)
+        if row is None:
+            return None
+        budget = Budget(_amount(row.epsilon, "a grant"), _amount(row.delta, "a grant"))
+        rule = _rule_of(row.composition)
+        return GrantTerms(budget, rule, _noise_of(row.noise))
 
     def grants(self, analyst: str) -> dict[str, Budget]:
         """Every grant of the analyst: dataset -> budget, by dataset name."""
@@ -238,6 +359,7 @@ _CHARGE_COLUMNS = (
     _charges.c.rho,
     _charges.c.scope_path,
     _charges.c.created_at,
+    _charges.c.event,
 )
 
 
@@ -334,18 +456,19 @@ class _GrantTransaction:
                     created_at=now,
                     # one charge of several rows (parallel parts) names its request once
                     request_key=request_key if i == 0 else None,
+                    event=None if r.event is None else event_text(r.event),
                 )
             )
             (row_id,) = result.inserted_primary_key or (None,)
             if not isinstance(row_id, int):  # pragma: no cover - both engines return it
                 raise LedgerError("the service store did not return the id of a new charge.")
-            out.append(Row(row_id, r.label, r.cost, r.path, now))
+            out.append(Row(row_id, r.label, r.cost, r.path, now, r.event))
         return out
 
 
 def _charge(raw: tuple[Any, ...]) -> Row:
     """A charges row as the accountant reads it; anything unreadable is corruption."""
-    row_id, label, eps, delta, rho, path_text, created = raw
+    row_id, label, eps, delta, rho, path_text, created, event = raw
     where = f"charge #{row_id}"
     try:
         levels = json.loads(path_text)
@@ -357,10 +480,55 @@ def _charge(raw: tuple[Any, ...]) -> Row:
         e, d = _amount(eps, where), _amount(delta, where)
         r = None if rho is None else _amount(rho, where)
         cost = Budget(e, d, rho=r)
+        recorded = _event(event, cost)
     except (ValueError, TypeError, RecursionError, OverflowError, InvalidParameterError):
         raise LedgerCorruptError(
             f"the service store's {where} is unreadable. dpkit never repairs its ledger, "
             "since forgetting spent budget would break the privacy guarantee: restore the "
             "database from a backup."
         ) from None
-    return Row(int(row_id), label, cost, path, float(created))
+    return Row(int(row_id), label, cost, path, float(created), recorded)
+
+
+def _event(text: object, cost: Budget) -> PrivacyEvent | None:
+    """A charge's recorded privacy event (None: none recorded); it must state its cost."""
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text) > _MAX_EVENT_TEXT:
+        raise ValueError("event")
+    event = event_from_json(json.loads(text))
+    if event.budget() != cost:
+        raise ValueError("event")
+    return event
+
+
+def _rule_of(stored: object) -> str:
+    """A grant row's composition rule (NULL in stores made before rules: basic)."""
+    if stored is None:
+        return "basic"
+    if stored not in GRANT_RULES:
+        raise LedgerCorruptError(
+            "the service store holds a grant with an unknown composition rule. dpkit never "
+            "repairs its ledger: restore the database from a backup."
+        )
+    return str(stored)
+
+
+def _noise_of(stored: object) -> str:
+    """A grant row's noise (NULL in stores made before grants had one: laplace)."""
+    if stored is None:
+        return "laplace"
+    if stored not in NOISES:
+        raise LedgerCorruptError(
+            "the service store holds a grant with an unknown noise. dpkit never repairs its "
+            "ledger: restore the database from a backup."
+        )
+    return str(stored)
+
+
+def _check_rule_delta(rule: str, total: Budget) -> None:
+    if rule != "basic" and total.delta_exact == 0:
+        raise InvalidParameterError(
+            f"a grant with accountant {rule!r} needs a delta > 0 (zCDP and Renyi DP convert "
+            "to (epsilon, delta)-DP only for delta > 0), e.g. delta = 1e-6."
+        )

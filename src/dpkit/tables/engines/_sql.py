@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from dpkit.errors import InvalidParameterError
 from dpkit.tables import queries as Q
-from dpkit.tables.engines.base import Condition, Rows, Value, check_literal
+from dpkit.tables.engines.base import Condition, Contribution, Rows, Value, check_literal
 
 V = "__dpkit_v"
 PID = "__dpkit_pid"
@@ -208,11 +208,31 @@ def base_query(
     if where:
         sql += " WHERE " + " AND ".join(f"({w})" for w in where)
     if contribution is not None:
-        sql = (
-            f"SELECT * FROM ({sql}) QUALIFY row_number() OVER "
-            f"(PARTITION BY {PID} ORDER BY {POS}) <= {int(contribution.max_rows)}"
-        )
+        sql = f"SELECT * FROM ({sql}) QUALIFY " + bounded(contribution, group_list(group_by))
     return sql
+
+
+def bounded(contribution: Contribution, groups: Sequence[str]) -> str:
+    """The QUALIFY condition of the contribution bound over the query's group keys ``groups``.
+
+    Without ``max_groups`` (or without groups): a person's first ``max_rows``
+    rows by the row hash. With it: the person's first ``max_groups`` groups
+    by ``hash(group key, salt)`` (ties broken by the key), then the first
+    ``max_rows`` rows of each by the row hash. ``groups`` are the selected
+    ``_g`` columns, the values the aggregation groups by (text binary-collated,
+    dates as text, numbers as DOUBLE: DuckDB's ``hash`` and ``GROUP BY`` both
+    take -0.0 for 0.0). The proof is :class:`~dpkit.tables.engines.base.Contribution`'s.
+    """
+    k = int(contribution.max_rows)
+    if contribution.max_groups is None or not groups:
+        return f"row_number() OVER (PARTITION BY {PID} ORDER BY {POS}) <= {k}"
+    keys = ", ".join(groups)
+    rank = f"hash({keys}, {int(contribution.salt)})"
+    return (
+        f"row_number() OVER (PARTITION BY {PID}, {keys} ORDER BY {POS}) <= {k} AND "
+        f"dense_rank() OVER (PARTITION BY {PID} ORDER BY {rank}, {keys}) "
+        f"<= {int(contribution.max_groups)}"
+    )
 
 
 def as_text(expr: str) -> str:

@@ -91,11 +91,27 @@ class Contribution:
     P's at most ``max_rows`` kept rows. Identical rows of one person tie, and
     it does not matter which of them is kept; distinct rows collide with
     probability about 2**-64 per pair. Rows whose id is missing are dropped.
+
+    ``max_groups`` (``None``: no bound on groups) bounds a person's groups in a
+    grouped aggregation (the ``group_by`` the engine receives; with none, it
+    is ignored: one group). Each person's distinct groups are ranked by a
+    64-bit hash of the group key — the very value the engine groups by — with
+    ``salt``, ties broken by the key itself, and only the first
+    ``max_groups`` are kept; within each kept group the first ``max_rows``
+    rows by the row hash above. Proof sketch, add/remove one person P: the
+    groups and rows another person keeps are a function of that person's own
+    rows and the salt only (neither ranking looks at any other person's
+    rows), so they are identical on both datasets; P's kept rows lie in at
+    most ``max_groups`` groups, at most ``max_rows`` in each. So any vector
+    of per-group counts changes by at most ``max_rows`` in at most
+    ``max_groups`` coordinates: ℓ1 ``max_rows·max_groups``, ℓ2
+    ``max_rows·√max_groups`` (times the per-row bound for sums).
     """
 
     column: str
     max_rows: int
     salt: int
+    max_groups: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +120,13 @@ class Rows:
 
     where: tuple[Condition, ...] = ()
     contribution: Contribution | None = None
+
+    def ungrouped(self) -> Rows:
+        """These rows with no bound on groups (for a pass whose group columns are not groups)."""
+        c = self.contribution
+        if c is None or c.max_groups is None:
+            return self
+        return Rows(self.where, Contribution(c.column, c.max_rows, c.salt))
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,7 @@ class DuckDBEngine:
         y_edges: Sequence[float],
     ) -> pd.DataFrame:
         # y rides along as the one "group" column: the same null policy and bounds rules.
-        base = _sql.base_query(rows, x, [y], self._table, clip=False, types=self._types)
+        base = _sql.base_query(rows.ungrouped(), x, [y], self._table, clip=False, types=self._types)
         bx, by = _sql.bin_index(_sql.V, x_edges), _sql.bin_index("_g0", y_edges)
         inner = f"SELECT {bx} AS bin_x, {by} AS bin_y FROM ({base})"
         sql = f"SELECT bin_x, bin_y, count(*) AS n FROM ({inner}) GROUP BY bin_x, bin_y"

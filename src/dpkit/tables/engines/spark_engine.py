@@ -20,7 +20,14 @@ import pandas as pd
 
 from dpkit.errors import DataError
 from dpkit.tables import queries as Q
-from dpkit.tables.engines.base import ColumnKind, Condition, Rows, Value, check_literal
+from dpkit.tables.engines.base import (
+    ColumnKind,
+    Condition,
+    Contribution,
+    Rows,
+    Value,
+    check_literal,
+)
 
 __all__ = ["SparkEngine"]
 
@@ -166,8 +173,6 @@ class SparkEngine:
         return expr, keep
 
     def _base(self, rows: Rows, value: Value | None, group_by: Sequence[Value]) -> Any:
-        from pyspark.sql import Window
-
         F = self._F
         df = self._df
         for cond in rows.where:
@@ -194,13 +199,48 @@ class SparkEngine:
             cols.append(F.xxhash64(*content, F.lit(int(contribution.salt))).alias(_POS))
         df = df.select(*cols) if cols else df.select(F.lit(1).alias("__dpkit_one"))
         if contribution is not None:
+            df = self._bounded(df, contribution, group_by)
+        return df
+
+    def _bounded(self, df: Any, contribution: Contribution, group_by: Sequence[Value]) -> Any:
+        """The contribution bound: the rule of ``_sql.bounded`` (DuckDB), in Spark.
+
+        The group rank hashes the ``_g`` columns, the values ``groupBy`` groups
+        by; a numeric 0 is hashed as +0.0, since ``groupBy`` takes -0.0 for 0.0
+        (a hash that told them apart would only rank one group twice: fewer
+        groups kept, never more). The proof is :class:`Contribution`'s.
+        """
+        from pyspark.sql import Window
+
+        F = self._F
+        k = int(contribution.max_rows)
+        groups = self._groups(group_by)
+        if contribution.max_groups is None or not groups:
             window = Window.partitionBy(_PID).orderBy(F.col(_POS))
-            df = (
+            return (
                 df.withColumn("__dpkit_rank", F.row_number().over(window))
-                .filter(F.col("__dpkit_rank") <= int(contribution.max_rows))
+                .filter(F.col("__dpkit_rank") <= k)
                 .drop("__dpkit_rank")
             )
-        return df
+        keys = [F.col(g) for g in groups]
+        hashed = [
+            F.when(F.col(g) == F.lit(0.0), F.lit(0.0)).otherwise(F.col(g))
+            if v.numeric and not v.temporal
+            else F.col(g)
+            for g, v in zip(groups, group_by)
+        ]
+        rank = F.xxhash64(*hashed, F.lit(int(contribution.salt)))
+        rows = Window.partitionBy(_PID, *keys).orderBy(F.col(_POS))
+        ranked = Window.partitionBy(_PID).orderBy(rank, *keys)
+        return (
+            df.withColumn("__dpkit_rank", F.row_number().over(rows))
+            .withColumn("__dpkit_group", F.dense_rank().over(ranked))
+            .filter(
+                (F.col("__dpkit_rank") <= k)
+                & (F.col("__dpkit_group") <= int(contribution.max_groups))
+            )
+            .drop("__dpkit_rank", "__dpkit_group")
+        )
 
     @staticmethod
     def _groups(group_by: Sequence[Value]) -> list[str]:
@@ -297,7 +337,7 @@ class SparkEngine:
         y_edges: Sequence[float],
     ) -> pd.DataFrame:
         F = self._F
-        df = self._base(rows, x, [y])  # y as the one group column, as in DuckDB
+        df = self._base(rows.ungrouped(), x, [y])  # y as the one group column, as in DuckDB
         out = (
             df.select(
                 self._bin_index(F.col(_V), x_edges).alias("bin_x"),

@@ -9,7 +9,10 @@ only what the kind needs), and four steps:
 
 * ``validate(spec, ctx, common)`` — the kind's own checks, on public input only;
 * ``label(query)`` — the ledger label, made of public parameters only;
-* ``cost(query)`` — the privacy event (a :class:`~dpkit.accounting.Budget`);
+* ``cost(query)`` — what the query is charged (a :class:`~dpkit.accounting.Budget`);
+* ``event(query)`` — the privacy event of its release (its mechanisms and noise,
+  :mod:`dpkit.accounting.events`), from public parameters only; its
+  ``budget()`` equals ``cost(query)`` exactly, and the ledger records it;
 * ``release(query, engine, rng)`` — the only step that reads data; the proof
   (guarantee, neighbouring relation, sensitivity argument) is ``proof``, the
   docstring of the module that defines the release;
@@ -23,16 +26,36 @@ only what the kind needs), and four steps:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
-from dpkit._checks import check_level
+from dpkit._checks import check_level, exact
 from dpkit.accounting import Budget
+from dpkit.accounting.events import (
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    GeometricEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    as_event,
+)
 from dpkit.tables.engines.base import Engine
 from dpkit.tables.validation import TableContext, ValidatedQuery
 
-__all__ = ["COMMON", "ExpectedError", "Kind", "Parameter", "QueryKind", "label_with", "parameter"]
+__all__ = [
+    "COMMON",
+    "ExpectedError",
+    "Kind",
+    "Parameter",
+    "QueryKind",
+    "label_with",
+    "parameter",
+    "pure",
+    "selection",
+    "settle",
+]
 
 _REQUIRED = object()
 
@@ -213,6 +236,9 @@ class QueryKind(Protocol):
 
     def cost(self, query: ValidatedQuery) -> Budget: ...
 
+    def event(self, query: ValidatedQuery) -> PrivacyEvent:
+        """The release's privacy event (public parameters only); ``budget() == cost(query)``."""
+
     def release(self, query: Any, engine: Engine, rng: Any) -> Any: ...
 
     def expected_error(self, query: Any, level: float | None = None) -> ExpectedError:
@@ -246,7 +272,9 @@ class Kind:
     rng)`` and ``error(query, level)`` (its :class:`ExpectedError`) are the
     kind's module functions; ``head(query)`` the start of its
     ledger label (default ``kind(column)``); ``module_doc`` the docstring of
-    the module holding the release (the proof).
+    the module holding the release (the proof); ``parts(query)`` the privacy
+    events of the release's steps, in the order they run (default: the one
+    event its (ε, δ) stands for), which :meth:`event` settles against the cost.
     """
 
     name: str
@@ -261,6 +289,7 @@ class Kind:
     column_required: bool = True
     head: Callable[[Any], str] | None = None
     error: Callable[[Any, float], ExpectedError] | None = None
+    parts: Callable[[Any], Sequence[PrivacyEvent]] | None = None
 
     @property
     def proof(self) -> str:
@@ -275,9 +304,36 @@ class Kind:
             return label_with(self.head(query), query)
         return label_with(f"{query.spec.kind}({query.spec.column or '*'})", query)
 
+    def _gaussian_parts(self, query: ValidatedQuery) -> list[PrivacyEvent] | None:
+        """The steps' events when some step adds Gaussian noise (``query.noise``), else None."""
+        if self.parts is None or query.noise.laplace_only:
+            return None
+        events = list(self.parts(query))
+        if all(e.budget().rho_declared is None for e in events):
+            return None
+        return events
+
     def cost(self, query: ValidatedQuery) -> Budget:
-        """(ε, δ) as declared; δ only for private keys."""
+        """(ε, δ) as declared (δ only for private keys); with Gaussian steps, their charges' sum.
+
+        A Gaussian step spending εᵢ is charged ``Budget(εᵢ', δ_n, rho=εᵢ²/2)``
+        (:mod:`dpkit.tables.noise`): the query's cost is the sum of its steps'
+        charges, exactly what its event states.
+        """
+        events = self._gaussian_parts(query)
+        if events is not None:
+            return _composed(events).budget()
         return Budget(query.epsilon, query.delta)
+
+    def event(self, query: ValidatedQuery) -> PrivacyEvent:
+        """The release's privacy event: its steps' events (``parts``) settled against the cost."""
+        events = self._gaussian_parts(query)
+        if events is not None:
+            return _composed(events)
+        cost = self.cost(query)
+        if self.parts is None:
+            return as_event(cost)
+        return settle(self.parts(query), cost)
 
     def release(self, query: Any, engine: Engine, rng: Any) -> Any:
         return self.release_query(query, engine, rng)
@@ -288,3 +344,54 @@ class Kind:
         if self.error is None:
             return ExpectedError(level, "no error bar is known for this kind before it runs.")
         return self.error(query, level)
+
+
+def settle(parts: Sequence[PrivacyEvent], cost: Budget) -> PrivacyEvent:
+    """The events of a release's steps, made to be charged as ``cost`` exactly.
+
+    Budget splits round every part down (:func:`~dpkit.tables.queries.split_epsilon`),
+    so the parts' budgets add up to at most the charge. The ε left over is
+    added to the charge of the last Laplace-shaped part (a charge may exceed
+    what its noise proves), else recorded as its own pure-ε event, so that
+    ``settle(parts, cost).budget() == cost`` and the ledger's labels and totals
+    stay what they were. One part is returned as itself, several as a
+    :class:`~dpkit.accounting.events.ComposedEvent` (they run in sequence).
+    """
+    events = list(parts)
+    spent = sum((e.budget() for e in events), Budget.zero())
+    eps = cost.epsilon_exact - spent.epsilon_exact
+    delta = cost.delta_exact - spent.delta_exact
+    if eps < 0 or delta < 0 or cost.rho_declared is not None:
+        raise AssertionError("a query's steps spend more than it is charged (a dpkit bug)")
+    if eps > 0:
+        for i in reversed(range(len(events))):
+            e = events[i]
+            if isinstance(e, LaplaceEvent | GeometricEvent):
+                events[i] = replace(e, epsilon=e.budget().epsilon_exact + eps)
+                eps = Fraction(0)
+                break
+    if eps > 0 or delta > 0:
+        events.append(EpsilonDeltaEvent(eps, delta))
+    return _composed(events)
+
+
+def _composed(events: Sequence[PrivacyEvent]) -> PrivacyEvent:
+    """One event as itself, several as a :class:`ComposedEvent` (they run in sequence)."""
+    return events[0] if len(events) == 1 else ComposedEvent(tuple(events))
+
+
+def selection(query: ValidatedQuery, epsilon: float) -> list[PrivacyEvent]:
+    """The event of private partition selection at ``epsilon`` (with the query's δ), if any.
+
+    Noisy counts above a threshold are (ε, δ)-DP as a whole
+    (:func:`~dpkit.tables.queries.partition_threshold`): known by its (ε, δ) only.
+    """
+    grouping = query.grouping
+    if grouping is None or not grouping.private:
+        return []
+    return [EpsilonDeltaEvent(exact(epsilon), exact(query.delta))]
+
+
+def pure(epsilon: float) -> PrivacyEvent:
+    """A step known only as ε-DP (exponential mechanism, a data-adaptive publisher)."""
+    return EpsilonDeltaEvent(exact(epsilon))

@@ -9,6 +9,21 @@ methods are ε-DP for a one-row change, so ε/k covers ``k`` rows); the
 division is rounded *down* so the parts never spend more than was charged.
 Values are clipped to the outer edges (documented in ``details["clipped"]``),
 so the first and last bins also hold everything beyond them.
+
+Gaussian noise (a session's ``noise="gaussian"``, or ``"auto"`` where it
+gives the smaller half-width; without ``method`` only): every bin gets
+discrete Gaussian noise of variance ``⌈k²/(2ρ)⌉``, ρ = ε²/2 (ε the bins'
+share after any private-key selection), sampled exactly
+(:func:`dpkit.tables.kinds.count.counting_noise`). ℓ2 sensitivity ``k``: a
+person's ``k`` rows may all fall in one bin of one group (dpkit does not
+bound a person's rows per bin, so no √k is claimed). With the session's
+``max_groups=G`` a person keeps at most ``k`` rows in each of at most ``G``
+groups (:class:`~dpkit.tables.engines.base.Contribution`): each group's bins
+move by at most ``k`` in ℓ2, so the matrix by ``k·√G`` (ℓ1 ``k·G``, the
+Laplace scale). Hence the matrix of counts is ρ-zCDP (Canonne, Kamath & Steinke 2020, Thm 14), charged
+``(ε', δ_n)`` with ρ declared (ε' the zCDP→(ε, δ) conversion at the paying
+accountant's δ_n). Private-key selection keeps its geometric threshold on the
+groups' totals; the ``method=`` publishers stay pure ε-DP.
 """
 
 from __future__ import annotations
@@ -20,13 +35,23 @@ from typing import Any
 import numpy as np
 
 from dpkit._checks import exact, float_at_most
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.errors import InvalidParameterError
 from dpkit.histograms.labels import bin_labels
 from dpkit.histograms.methods import PUBLISHERS_1D, publisher
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, amount, parameter, percent
-from dpkit.tables.kinds.count import nonnegative
+from dpkit.tables.kinds.base import (
+    COMMON,
+    ExpectedError,
+    Kind,
+    amount,
+    parameter,
+    percent,
+    pure,
+    selection,
+)
+from dpkit.tables.kinds.count import counting_noise, gaussian_cost, noise_details, nonnegative
 from dpkit.tables.kinds.mode import domain_slots
 from dpkit.tables.validation import (
     TableContext,
@@ -153,8 +178,6 @@ def unit_epsilon(epsilon: float, k: int) -> float:
 
 def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
     """The noisy or published counts; the privacy argument is this module's docstring."""
-    from dpkit.mechanisms import Geometric
-
     assert v.value is not None
     grouping, k = v.grouping, v.max_contributions
     eps_sel, eps_hist = G.selection_split(v, v.epsilon)
@@ -207,7 +230,7 @@ def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
         )
         mechanism = v.method
     else:
-        mech = Geometric(epsilon=eps_hist, sensitivity=k, size=max(counts.size, 1))
+        mech = counting_noise(v, eps_hist, size=max(counts.size, 1))
         h = mech.half_width(v.level)
         if counts.shape[0]:
             noisy = np.asarray(mech.randomise(counts.reshape(-1), rng=rng), dtype=np.int64).reshape(
@@ -217,9 +240,17 @@ def release(v: HistogramQuery, engine: Engine, rng: Any) -> Any:
                 released, lows, highs = nonnegative(row, h)
                 values.append(released)
                 cis.append((lows, highs))
-        details.update(half_width=h, scale=mech.scale)
-        mechanism = "geometric"
-    return G.finish(v, keys, values, cis, mechanism, details)
+        details.update(half_width=h, **noise_details(mech))
+        mechanism = mech.name
+    return G.finish(v, keys, values, cis, mechanism, details, cost=gaussian_cost(HISTOGRAM, v))
+
+
+def parts(v: HistogramQuery) -> list[PrivacyEvent]:
+    """Private keys' selection, then the bins' noise (:func:`counting_noise`; a method's pure ε)."""
+    eps_sel, eps_hist = G.selection_split(v, v.epsilon)
+    if v.method is not None:  # a data-adaptive publisher: known as ε-DP only
+        return [*selection(v, eps_sel), pure(eps_hist)]
+    return [*selection(v, eps_sel), counting_noise(v, eps_hist).event]
 
 
 def expected_error(v: HistogramQuery, level: float) -> ExpectedError:
@@ -229,8 +260,6 @@ def expected_error(v: HistogramQuery, level: float) -> ExpectedError:
     per-bin error is not known before it runs (its published histogram states
     range errors after).
     """
-    from dpkit.mechanisms import Geometric
-
     if v.method is not None:
         return ExpectedError(
             level,
@@ -238,7 +267,7 @@ def expected_error(v: HistogramQuery, level: float) -> ExpectedError:
             "(no public bar before it runs)",
         )
     eps = G.selection_split(v, v.epsilon)[1]
-    h = Geometric(epsilon=eps, sensitivity=v.max_contributions).half_width(level)
+    h = counting_noise(v, eps).half_width(level)
     return ExpectedError(
         level, f"± {amount(h)} on each bin's count ({percent(level)})", half_width=h
     )
@@ -256,6 +285,11 @@ _HIST_DOC = """Noisy counts per public bin (numeric ``edges``, or ``bins`` over 
     is released as 0 with the interval ``(0, max(x + half_width, 0))``
     (post-processing), so every value lies in its own interval
     (``docs/queries.md``, "Values and intervals").
+    With the session's ``noise="gaussian"`` (or ``"auto"`` where it is
+    narrower) and no ``method``: discrete Gaussian noise of σ = ``k/ε`` per
+    bin (ρ = ε²/2 zCDP, ℓ2 sensitivity ``k``), charged ``(ε', δ)`` with that
+    ρ; ``mechanism`` is ``"discrete_gaussian"``, ``details`` has ``sigma``
+    and ``rho``.
 
     ``method`` in ``dpkit.histograms.methods.PUBLISHERS_1D`` hands the exact counts to
     :mod:`dpkit.histograms` instead (with ``ε/k``: group privacy turns an
@@ -309,4 +343,5 @@ HISTOGRAM = Kind(
     release_query=release,
     module_doc=__doc__ or "",
     error=expected_error,
+    parts=parts,
 )

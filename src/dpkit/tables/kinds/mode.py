@@ -17,9 +17,18 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.tables import groups as G
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, parameter, percent
+from dpkit.tables.kinds.base import (
+    COMMON,
+    ExpectedError,
+    Kind,
+    parameter,
+    percent,
+    pure,
+    selection,
+)
 from dpkit.tables.validation import (
     TableContext,
     ValidatedQuery,
@@ -89,6 +98,12 @@ def release(v: ModeQuery, engine: Engine, rng: Any) -> Any:
     return G.finish(v, keys, labels, [None] * len(keys), "exponential", details)
 
 
+def parts(v: ModeQuery) -> list[PrivacyEvent]:
+    """Private keys' selection, then the exponential mechanism (known as ε-DP only)."""
+    eps_sel, eps_em = G.selection_split(v, v.epsilon)
+    return [*selection(v, eps_sel), pure(eps_em)]
+
+
 def expected_error(v: ModeQuery, level: float) -> ExpectedError:
     """How many rows fewer the chosen value may have than the mode: ε, the domain, ``k``, level."""
     eps_em = G.selection_split(v, v.epsilon)[1]
@@ -127,4 +142,5 @@ MODE = Kind(
     release_query=release,
     module_doc=__doc__ or "",
     error=expected_error,
+    parts=parts,
 )

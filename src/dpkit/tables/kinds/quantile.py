@@ -21,11 +21,20 @@ from typing import Any
 
 import numpy as np
 
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.errors import InvalidParameterError
 from dpkit.tables import groups as G
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import Engine
-from dpkit.tables.kinds.base import COMMON, ExpectedError, Kind, parameter, percent
+from dpkit.tables.kinds.base import (
+    COMMON,
+    ExpectedError,
+    Kind,
+    parameter,
+    percent,
+    pure,
+    selection,
+)
 from dpkit.tables.validation import (
     TableContext,
     ValidatedQuery,
@@ -147,6 +156,12 @@ def release(v: QuantileQuery, engine: Engine, rng: Any) -> Any:
     return G.finish(v, keys, values, [None] * len(keys), _PF, details)
 
 
+def parts(v: QuantileQuery) -> list[PrivacyEvent]:
+    """Private keys' selection, then permute-and-flip (an exponential mechanism: ε-DP only)."""
+    eps_sel, eps_em = G.selection_split(v, v.epsilon)
+    return [*selection(v, eps_sel), pure(eps_em)]
+
+
 def expected_error(v: QuantileQuery, level: float) -> ExpectedError:
     """The rank error (in rows) at ``level``: ε, ``q``, the grid size and ``k`` only.
 
@@ -198,6 +213,7 @@ def _quantile(name: str, q: Any, doc: str) -> Kind:
         module_doc=__doc__ or "",
         head=(lambda v: f"quantile({v.spec.column}, q={v.q})") if name == "quantile" else None,
         error=expected_error,
+        parts=parts,
     )
 
 

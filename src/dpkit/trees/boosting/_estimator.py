@@ -13,10 +13,18 @@ from dpkit._checks import check_delta, check_epsilon, exact
 from dpkit.accounting.budget import Budget
 from dpkit.accounting.charging import as_accountant
 from dpkit.accounting.composition import largest_rho
+from dpkit.accounting.events import ComposedEvent, EpsilonDeltaEvent, PrivacyEvent, ZCDPEvent
 from dpkit.errors import BudgetExceededError, InvalidParameterError
 from dpkit.privacy import PrivacyReport
 from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
-from dpkit.trees.boosting._noise import NoisePlan, draw, gaussian_plan, laplace_plan, release
+from dpkit.trees.boosting._noise import (
+    NoisePlan,
+    draw,
+    gaussian_plan,
+    laplace_plan,
+    plan_event,
+    release,
+)
 from dpkit.trees.engine._budget import randomness
 from dpkit.trees.engine._feedback import fit_progress
 from dpkit.trees.engine._grid import check_n_cuts
@@ -208,6 +216,44 @@ class BoostingMixin:
         spec = CyclicSpec(rounds, rate, leaves, max(lam, 1e-12))
         return BoostingPlan(spec, noise, cost, ordered, loss)
 
+    def _count_plan(self, share: Fraction) -> NoisePlan:
+        """The noisy row count's noise (sensitivity 1) for ``share`` of the cost."""
+        cost = self._cost()
+        if cost.delta > 0:
+            assert cost.rho_exact is not None
+            return gaussian_plan(1, 1, 1.0, cost.rho_exact * share)
+        return laplace_plan(1, 1, 1.0, cost.epsilon_exact * share)
+
+    def _event(
+        self, loss: Loss, n_bins: NDArray[np.int64], ordered: NDArray[np.int64]
+    ) -> PrivacyEvent:
+        """The fit's privacy event from public inputs only; its ``budget()`` is the cost.
+
+        A fixed shape: the segment sums' discrete Gaussian (zCDP) or Laplace
+        releases. An "auto" shape: the noisy row count's release, then the
+        segment sums at the rest of the budget, recorded by their ρ-zCDP
+        (or pure-ε) share only, since their number follows the noisy count.
+        """
+        cost = self._cost()
+        share = self._count_share()
+        if share == 0:
+            plan = self._boosting_plan(loss, n_bins, ordered, self._shape(None), Fraction(1))
+            return plan_event(plan.noise, cost)
+        part = Budget(
+            cost.epsilon_exact * share,
+            cost.delta_exact * share,
+            rho=None if cost.rho_declared is None else cost.rho_declared * share,
+        )
+        rest = 1 - share
+        rest_event: PrivacyEvent
+        if cost.rho_declared is not None:
+            rest_event = ZCDPEvent(
+                cost.rho_declared * rest, cost.epsilon_exact * rest, cost.delta_exact * rest
+            )
+        else:
+            rest_event = EpsilonDeltaEvent(cost.epsilon_exact * rest)
+        return ComposedEvent((plan_event(self._count_plan(share), part), rest_event))
+
     def _fit_boosted(
         self,
         loss: Loss,
@@ -238,11 +284,7 @@ class BoostingMixin:
         ]:
             n_hat, count_plan = None, None
             if count_share > 0:
-                if cost.delta > 0:
-                    assert cost.rho_exact is not None
-                    count_plan = gaussian_plan(1, 1, 1.0, cost.rho_exact * count_share)
-                else:
-                    count_plan = laplace_plan(1, 1, 1.0, cost.epsilon_exact * count_share)
+                count_plan = self._count_plan(count_share)
                 rows = np.array([float(codes.shape[0])])
                 n_hat = float(release(count_plan, rows, draw(count_plan, rnd.mechanism)[0])[0])
             plan = self._boosting_plan(loss, n_bins, ordered, self._shape(n_hat), 1 - count_share)
@@ -265,8 +307,9 @@ class BoostingMixin:
             return fitted, plan, count_plan
 
         payer = as_accountant(self.accountant)
+        event = self._event(loss, n_bins, ordered)
         try:
-            fitted, plan, count_plan = fit_paid(payer, cost, label, run)
+            fitted, plan, count_plan = fit_paid(payer, cost, label, run, event=event)
         except BudgetExceededError as refused:
             raise _with_delta_hint(refused, cost, type(self).__name__) from None
         intercept, shapes, shape_std = fitted

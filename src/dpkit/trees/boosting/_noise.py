@@ -25,6 +25,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from dpkit.accounting.budget import Budget
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.mechanisms import sampling
 from dpkit.mechanisms.sampling import as_source, discrete_gaussian, discrete_laplace
 
@@ -45,6 +47,7 @@ class NoisePlan:
     epsilon_each: Fraction | None
     sigma2_grid: int = 0
     laplace_scale: tuple[int, int] = (0, 1)
+    grid_sensitivity: float = 0.0
 
     @property
     def std(self) -> float:
@@ -61,7 +64,9 @@ def gaussian_plan(count: int, size: int, l2_sensitivity: float, rho: Fraction) -
     rho_each = rho / count
     sigma2 = math.ceil(d_grid * d_grid / (2 * rho_each))
     actual = d_grid * d_grid / (2 * sigma2)  # <= rho_each
-    return NoisePlan(count, size, g, actual, None, sigma2_grid=sigma2)
+    return NoisePlan(
+        count, size, g, actual, None, sigma2_grid=sigma2, grid_sensitivity=float(d_grid)
+    )
 
 
 def laplace_plan(count: int, size: int, l1_sensitivity: float, epsilon: Fraction) -> NoisePlan:
@@ -70,7 +75,37 @@ def laplace_plan(count: int, size: int, l1_sensitivity: float, epsilon: Fraction
     d_grid = sampling.l1_grid_sensitivity(l1_sensitivity, g, size)
     eps_each = epsilon / count
     t, s = sampling.rational_scale(Fraction(d_grid) / eps_each)
-    return NoisePlan(count, size, g, None, eps_each, laplace_scale=(t, s))
+    return NoisePlan(
+        count, size, g, None, eps_each, laplace_scale=(t, s), grid_sensitivity=float(d_grid)
+    )
+
+
+def plan_event(plan: NoisePlan, charge: Budget) -> PrivacyEvent:
+    """The plan's ``count`` releases as one privacy event, charged ``charge`` in all.
+
+    zCDP: ``count`` discrete Gaussians N_Z(0, s2) on l2 grid sensitivity
+    D_grid; pure ε: ``count`` discrete Laplaces of scale t/s on l1 grid
+    sensitivity D1_grid. Each release carries an equal share of ``charge``
+    (the ρ share covers the ρ its noise proves), so the event's ``budget()``
+    is ``charge`` exactly.
+    """
+    from dpkit.accounting.events import DiscreteGaussianEvent, GeometricEvent, RepeatedEvent
+
+    n = plan.count
+    each: PrivacyEvent
+    if plan.rho_each is not None:
+        assert charge.rho_exact is not None
+        each = DiscreteGaussianEvent(
+            math.sqrt(plan.sigma2_grid),
+            plan.grid_sensitivity,
+            epsilon=charge.epsilon_exact / n,
+            delta=charge.delta_exact / n,
+            rho=charge.rho_exact / n,
+        )
+    else:
+        t, s = plan.laplace_scale
+        each = GeometricEvent(t / s, plan.grid_sensitivity, epsilon=charge.epsilon_exact / n)
+    return each if n == 1 else RepeatedEvent(each, n)
 
 
 def draw(plan: NoisePlan, rng: np.random.Generator | None) -> NDArray[np.int64]:

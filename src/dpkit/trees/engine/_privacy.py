@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from dpkit.accounting.budget import Budget
 from dpkit.accounting.charging import as_accountant, charge_and_run
+from dpkit.accounting.events import PrivacyEvent
 from dpkit.privacy import NEIGHBOURING, PrivacyReport
 
 __all__ = ["NEIGHBOURING", "PrivacyReport", "fit_paid", "plan_report"]
@@ -35,7 +36,14 @@ __all__ = ["NEIGHBOURING", "PrivacyReport", "fit_paid", "plan_report"]
 T = TypeVar("T")
 
 
-def fit_paid(accountant: Any, cost: Budget, label: str, fit: Callable[[], T]) -> T:
+def fit_paid(
+    accountant: Any,
+    cost: Budget,
+    label: str,
+    fit: Callable[[], T],
+    *,
+    event: PrivacyEvent | None = None,
+) -> T:
     """Charge ``cost`` to ``accountant`` (None, an Accountant, a ledger path or a Session), then fit.
 
     Call it after every check on public input (parameters, declared bounds and
@@ -43,11 +51,15 @@ def fit_paid(accountant: Any, cost: Budget, label: str, fit: Callable[[], T]) ->
     nothing; once charged, a failure inside ``fit`` surfaces as one
     :class:`dpkit.ReleaseFailedError` whose message is the same for every dataset.
 
+    ``event``: the fit's privacy event (its noise), recorded with the charge;
+    its ``budget()`` must equal ``cost``. Without one the ledger records the
+    event ``cost`` stands for (pure ε, or zCDP with its declared ρ).
+
     When ``fit`` returns an estimator with a ``privacy_`` report, the budget the
     accountant has left after this charge is written into it (``remaining``).
     """
     payer = as_accountant(accountant)
-    out = charge_and_run(payer, cost, label, fit)
+    out = charge_and_run(payer, cost, label, fit, event=event)
     report = getattr(out, "privacy_", None)
     if payer is not None and isinstance(report, PrivacyReport):
         out.privacy_ = report.paid(payer.remaining_seen)  # type: ignore[attr-defined]
