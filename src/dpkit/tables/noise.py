@@ -31,6 +31,7 @@ datasets.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -45,8 +46,8 @@ __all__ = [
     "Noise",
     "additive",
     "check_noise",
+    "choose",
     "for_payer",
-    "resolve",
     "rho_of",
 ]
 
@@ -138,24 +139,21 @@ def _gaussian(epsilon: float, l2: float, size: int, integer: bool, delta: float)
     return Gaussian.from_rho(rho_of(epsilon), delta=delta, sensitivity=l2, size=size)
 
 
-def resolve(
-    noise: Noise,
-    *,
-    epsilon: float,
-    l1: float,
-    l2: float,
-    level: float,
-    size: int = 1,
-    integer: bool = False,
-) -> str:
-    """``"laplace"`` or ``"gaussian"`` for one step: the public rule of the module docstring."""
+def choose(
+    noise: Noise, laplace: Callable[[], Any], gaussian: Callable[[], Any], level: float
+) -> Any:
+    """One step's mechanism by the public rule of the module docstring (built once each).
+
+    ``laplace``/``gaussian`` build the step's two candidates (same ε, their
+    own sensitivities); ``"auto"`` keeps the one whose half-width at ``level``
+    is smaller (ties: Laplace). Reads public parameters only.
+    """
     if noise.laplace_only:
-        return "laplace"
+        return laplace()
     if noise.kind == "gaussian":
-        return "gaussian"
-    lap = _laplace(epsilon, l1, size, integer).half_width(level)
-    gau = _gaussian(epsilon, l2, size, integer, noise.delta).half_width(level)
-    return "gaussian" if gau < lap else "laplace"
+        return gaussian()
+    lap, gau = laplace(), gaussian()
+    return gau if gau.half_width(level) < lap.half_width(level) else lap
 
 
 def additive(
@@ -176,7 +174,9 @@ def additive(
     ``randomise``, ``half_width``, ``cost``, ``event``, ``details`` and
     ``name``; its guarantee is in its class's docstring.
     """
-    name = resolve(noise, epsilon=epsilon, l1=l1, l2=l2, level=level, size=size, integer=integer)
-    if name == "gaussian":
-        return _gaussian(epsilon, l2, size, integer, noise.delta)
-    return _laplace(epsilon, l1, size, integer)
+    return choose(
+        noise,
+        lambda: _laplace(epsilon, l1, size, integer),
+        lambda: _gaussian(epsilon, l2, size, integer, noise.delta),
+        level,
+    )

@@ -67,7 +67,7 @@ from dpkit.tables.kinds.base import (
     selection,
 )
 from dpkit.tables.kinds.count import counting_noise, gaussian_cost
-from dpkit.tables.noise import additive
+from dpkit.tables.noise import additive, choose
 
 if TYPE_CHECKING:
     from dpkit.mechanisms import Laplace
@@ -244,14 +244,16 @@ def _chosen(v: MomentQuery, epsilon: float, sensitivity: float) -> str:
     for it, else (``"auto"``) the one whose half-width at the query's level is
     the smaller (ties: Laplace), compared on the mechanisms the release builds.
     """
-    if v.noise.laplace_only:
+    if v.noise.laplace_only:  # nothing to build: today's path, unchanged
         return "laplace"
-    if v.noise.kind == "gaussian":
-        return "gaussian"
     size = _public_size(v)
-    lap = _sum_noise(v, "laplace", epsilon, sensitivity, size).half_width(v.level)
-    gau = _sum_noise(v, "gaussian", epsilon, sensitivity, size).half_width(v.level)
-    return "gaussian" if gau < lap else "laplace"
+    chosen = choose(
+        v.noise,
+        lambda: _sum_noise(v, "laplace", epsilon, sensitivity, size),
+        lambda: _sum_noise(v, "gaussian", epsilon, sensitivity, size),
+        v.level,
+    )
+    return str(chosen.name)
 
 
 def _count_noise(v: MomentQuery, epsilon: float, size: int) -> Any:
