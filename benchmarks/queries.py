@@ -20,6 +20,11 @@
    Analytics (ρ-zCDP session; its own ``.venv-bench-tumult``, see
    ``benchmarks/requirements-tumult.txt``). Run it alone with ``--means-only``
    (merged into ``--out``, the other sections kept).
+5. Per-person bounding (issue 34): count, sum and grouped mean with
+   ``privacy_unit`` and ``max_contributions=5`` at 10⁶, 10⁷ and 10⁸ rows (Parquet
+   written into ``--bounding-dir``, default a temporary directory), time and
+   RSS against a plain GROUP BY; see ``benchmarks/_bounding.py``. Run it with
+   ``--bounding`` (alone, merged into ``--out`` like ``--means-only``).
 
 Data is generated (seeded) in memory or read from ``--babynames``; nothing is
 written into the repository except the small summary ``--out`` (JSON, and the
@@ -649,14 +654,18 @@ def means_report(means: dict[str, Any]) -> str:
 
 def _write_means(out: Path, means: dict[str, Any]) -> str:
     """Merge the means section into the JSON and the Markdown, keeping every other section."""
+    return _write_section(out, "means", means, MEANS_HEADING, means_report(means))
+
+
+def _write_section(out: Path, key: str, data: dict[str, Any], heading: str, section: str) -> str:
+    """Merge one section into the JSON (under ``key``) and the Markdown, keeping the others."""
     results = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    results["means"] = means
+    results[key] = data
     out.write_text(json.dumps(results, indent=2, default=float), encoding="utf-8")
     md = out.with_suffix(".md")
     text = md.read_text(encoding="utf-8") if md.exists() else ""
-    section = means_report(means)
-    if MEANS_HEADING in text:
-        before, _, after = text.partition(MEANS_HEADING)
+    if heading in text:
+        before, _, after = text.partition(heading)
         rest = after.find("\n## ")
         text = before + section + ("\n" + after[rest:] if rest >= 0 else "\n")
     else:
@@ -700,6 +709,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--tumult-python", type=Path, default=ROOT / ".venv-bench-tumult" / "bin" / "python"
     )
+    parser.add_argument(
+        "--bounding",
+        action="store_true",
+        help="run only section 5 (per-person bounding); merge it into --out, keep the rest",
+    )
+    parser.add_argument(
+        "--bounding-rows", default="1000000,10000000,100000000", help="comma-separated sizes"
+    )
+    parser.add_argument(
+        "--bounding-dir", type=Path, default=None, help="where the Parquet goes (a temp dir in it)"
+    )
+    parser.add_argument(
+        "--bounding-one-part-max",
+        type=int,
+        default=10_000_000,
+        help="largest table on which the one-window plan (as before issue 34) also runs",
+    )
     parser.add_argument("--quick", action="store_true", help="1 M rows, 20 reps (a smoke test)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "queries.json"
@@ -716,6 +742,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.skip_peers:
         pythons = {lib: Path("/nonexistent") for lib in pythons}
     answered = {"opendp": args.opendp_queries, "tumult": args.tumult_queries}
+    if args.bounding:
+        import _bounding
+
+        sizes = [int(float(v)) for v in args.bounding_rows.split(",")]
+        print(f"[5] per-person bounding at {sizes} rows ...", file=sys.stderr)
+        data = _bounding.run(sizes, args.bounding_dir, args.bounding_one_part_max)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        print(_write_section(args.out, "bounding", data, _bounding.HEADING, _bounding.report(data)))
+        return
     if args.means_only:
         print(f"[4/4] 100 means on {args.means_rows:,} rows ...", file=sys.stderr)
         means = means_section(args.means_rows, args.means_reps, answered, pythons)

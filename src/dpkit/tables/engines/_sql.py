@@ -174,6 +174,7 @@ def base_query(
     table: str,
     clip: bool = True,
     types: Mapping[str, str] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> str:
     """Rows to aggregate: group keys ``_g0..``, the value ``__dpkit_v``, bounded per person.
 
@@ -182,6 +183,8 @@ def base_query(
     ``clip=False`` leaves the value unclipped (but in its valid range).
     ``types`` (the declared storage types) types the literals; ``table``
     should present text columns with :func:`binary_text` (the engine does).
+    ``part=(j, parts)`` (with a contribution bound) keeps only the persons of
+    part ``j`` of ``parts`` (see :func:`person_part`).
     """
     select: list[str] = []
     where: list[str] = [condition_sql(c, types) for c in rows.where]
@@ -202,6 +205,8 @@ def base_query(
         select.append(f"{quote(contribution.column)} AS {PID}")
         select.append(f"hash({ROW}, {int(contribution.salt)}) AS {POS}")
         where.append(f"{quote(contribution.column)} IS NOT NULL")
+        if part is not None and part[1] > 1:
+            where.append(person_part(quote(contribution.column), *part))
     if not select:
         select.append("1 AS __dpkit_one")
     sql = f"SELECT {', '.join(select)} FROM {table} AS {ROW}"
@@ -210,6 +215,21 @@ def base_query(
     if contribution is not None:
         sql = f"SELECT * FROM ({sql}) QUALIFY " + bounded(contribution, group_list(group_by))
     return sql
+
+
+def person_part(person: str, j: int, parts: int) -> str:
+    """The condition that the person id ``person`` falls in part ``j`` of ``parts`` (by its hash).
+
+    A person's rows all lie in one part, so the contribution bound, whose
+    choice of a person's rows looks at that person's rows only (see
+    :class:`~dpkit.tables.engines.base.Contribution`), keeps exactly the rows
+    in a part that it keeps in the whole table; the parts are disjoint and
+    cover every person, so counts and sums over the parts add up to the
+    whole. The split changes how much the engine holds at once, never which
+    rows are kept. The hash is of the id as the bound partitions it (the
+    same ``PARTITION BY`` value), unsalted: the split is no secret.
+    """
+    return f"hash({person}) % {int(parts)} = {int(j)}"
 
 
 def bounded(contribution: Contribution, groups: Sequence[str]) -> str:

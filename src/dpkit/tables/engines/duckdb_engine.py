@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
@@ -29,6 +29,14 @@ from dpkit.tables.engines.base import ColumnKind, Rows, Value
 __all__ = ["DuckDBEngine", "connect"]
 
 _ALIAS = "__dpkit_table"
+
+#: Which persons a query reads: ``None`` all, ``(j, parts)`` part ``j`` of ``parts``.
+Part = tuple[int, int] | None
+
+#: Rows of the table per part of a per-person bounded query (``DuckDBEngine(rows_per_part=)``):
+#: A table of up to 16.8 M rows runs in one part, as before parts existed (no extra scans);
+#: at 10⁸ rows the process grew by at most 1.8 GB (benchmarks/queries.py --bounding).
+ROWS_PER_PART = 1 << 24
 
 _NUMERIC = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|"
@@ -70,6 +78,17 @@ def _clamp_codes(frame: pd.DataFrame, size: int) -> pd.DataFrame:
     return frame
 
 
+def _failure(what: str, value: Value | None, group_by: Sequence[Value]) -> DataError:
+    """The one generic error of a failed query: it names the operation and columns, never data."""
+    cols = [v.column for v in group_by] + ([value.column] if value is not None else [])
+    where = f" for column(s) {cols}" if cols else ""
+    return DataError(
+        f"DuckDB failed while {what}{where}. Its message is withheld because it can "
+        "quote data values. Check that each column's stored type matches how the "
+        "query uses it (e.g. numbers stored as text need coerce=True in the schema)."
+    )
+
+
 def _round_half_away(v: float) -> float:
     """DuckDB's ``round``: to the nearest integer, halves away from zero (|v| < 2**52)."""
     return math.copysign(math.floor(abs(v) + 0.5), v)
@@ -107,11 +126,36 @@ class DuckDBEngine:
             spliced in raw), or a ``duckdb.DuckDBPyRelation`` (then queried
             through ``relation.query``, which works on any connection but has
             a few milliseconds more overhead per query).
+        rows_per_part: the memory setting of per-person bounding (``None``:
+            :data:`ROWS_PER_PART`). A query with a contribution bound
+            (``privacy_unit=``) runs as ``ceil(table rows / rows_per_part)``
+            queries, each over the persons of one part (a hash of the id),
+            one after another, and adds their counts and sums up: DuckDB's
+            window over a person's rows then holds about ``rows_per_part``
+            rows at a time, not the table. The kept rows and every result are
+            the same for any value (see
+            :func:`~dpkit.tables.engines._sql.person_part`); only memory and
+            time change. The table's rows are counted once, at the first
+            bounded query (a number that decides only the split). After such
+            a query the engine hands the memory DuckDB freed back to the
+            operating system.
     """
 
     name = "duckdb"
 
-    def __init__(self, connection: Any, table: str | duckdb.DuckDBPyRelation) -> None:
+    def __init__(
+        self,
+        connection: Any,
+        table: str | duckdb.DuckDBPyRelation,
+        rows_per_part: int | None = None,
+    ) -> None:
+        per_part = ROWS_PER_PART if rows_per_part is None else rows_per_part
+        if isinstance(per_part, bool) or not isinstance(per_part, int) or per_part < 1:
+            raise ValueError(
+                "rows_per_part must be a positive integer (rows of the table per part)"
+            )
+        self._rows_per_part = per_part
+        self._parts: int | None = None
         self._connection = connection
         if isinstance(table, duckdb.DuckDBPyRelation):
             self._relation: duckdb.DuckDBPyRelation | None = table
@@ -163,7 +207,6 @@ class DuckDBEngine:
         center: float = 0.0,
         grids: Sequence[float] = (),
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, clip=False, types=self._types)
         groups = _sql.group_list(group_by)
         aggs = ["count(*) AS n"]
         if value is not None and grids:
@@ -174,35 +217,53 @@ class DuckDBEngine:
                 term = " * ".join([centred] * p)
                 units = f"round({term} * {_sql.literal(1.0 / grid)})"
                 aggs.append(f"coalesce(sum({units}), 0) AS s{p}")
-        sql = f"SELECT {', '.join([*groups, *aggs])} FROM ({base})"
-        if groups:
-            sql += f" GROUP BY {', '.join(groups)}"
-        return self._fetch(sql, "aggregating", value, group_by)
+
+        def sql(part: Part) -> str:
+            base = _sql.base_query(
+                rows, value, group_by, self._table, clip=False, types=self._types, part=part
+            )
+            out = f"SELECT {', '.join([*groups, *aggs])} FROM ({base})"
+            return out + (f" GROUP BY {', '.join(groups)}" if groups else "")
+
+        return self._bounded_fetch(rows, sql, groups, "aggregating", value, group_by)
 
     def grid_counts(
         self, rows: Rows, value: Value, group_by: Sequence[Value], lo: float, step: float, size: int
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, types=self._types)
         groups = _sql.group_list(group_by)
         t = f"(({_sql.V} - {_sql.literal(float(lo))}) / {_sql.literal(float(step))})"
         # 2j on grid point j, 2j + 1 strictly between points j and j + 1 (no CASE: faster).
         code = f"CAST(2 * floor({t}) AS BIGINT) + CAST({t} <> floor({t}) AS BIGINT)"
-        inner = f"SELECT {', '.join([*groups, f'{code} AS code'])} FROM ({base})"
         keys = [*groups, "code"]
-        sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
-        frame = self._fetch(sql, "counting by grid position", value, group_by)
+
+        def sql(part: Part) -> str:
+            base = _sql.base_query(rows, value, group_by, self._table, types=self._types, part=part)
+            inner = f"SELECT {', '.join([*groups, f'{code} AS code'])} FROM ({base})"
+            return (
+                f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
+            )
+
+        what = "counting by grid position"
+        frame = self._bounded_fetch(rows, sql, keys, what, value, group_by)
         return _clamp_codes(frame, size)
 
     def bin_counts(
         self, rows: Rows, value: Value, group_by: Sequence[Value], edges: Sequence[float]
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, clip=False, types=self._types)
         groups = _sql.group_list(group_by)
         index = _sql.bin_index(_sql.V, edges)
-        inner = f"SELECT {', '.join([*groups, f'{index} AS bin'])} FROM ({base})"
         keys = [*groups, "bin"]
-        sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
-        return self._fetch(sql, "counting by bin", value, group_by)
+
+        def sql(part: Part) -> str:
+            base = _sql.base_query(
+                rows, value, group_by, self._table, clip=False, types=self._types, part=part
+            )
+            inner = f"SELECT {', '.join([*groups, f'{index} AS bin'])} FROM ({base})"
+            return (
+                f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
+            )
+
+        return self._bounded_fetch(rows, sql, keys, "counting by bin", value, group_by)
 
     def bin_counts_2d(
         self,
@@ -213,11 +274,18 @@ class DuckDBEngine:
         y_edges: Sequence[float],
     ) -> pd.DataFrame:
         # y rides along as the one "group" column: the same null policy and bounds rules.
-        base = _sql.base_query(rows.ungrouped(), x, [y], self._table, clip=False, types=self._types)
         bx, by = _sql.bin_index(_sql.V, x_edges), _sql.bin_index("_g0", y_edges)
-        inner = f"SELECT {bx} AS bin_x, {by} AS bin_y FROM ({base})"
-        sql = f"SELECT bin_x, bin_y, count(*) AS n FROM ({inner}) GROUP BY bin_x, bin_y"
-        return self._fetch(sql, "counting by grid cell", x, [y])
+        ungrouped = rows.ungrouped()
+
+        def sql(part: Part) -> str:
+            base = _sql.base_query(
+                ungrouped, x, [y], self._table, clip=False, types=self._types, part=part
+            )
+            inner = f"SELECT {bx} AS bin_x, {by} AS bin_y FROM ({base})"
+            return f"SELECT bin_x, bin_y, count(*) AS n FROM ({inner}) GROUP BY bin_x, bin_y"
+
+        keys = ["bin_x", "bin_y"]
+        return self._bounded_fetch(ungrouped, sql, keys, "counting by grid cell", x, [y])
 
     def value_counts(
         self,
@@ -226,18 +294,122 @@ class DuckDBEngine:
         group_by: Sequence[Value],
         domain: Sequence[Any] | None = None,
     ) -> pd.DataFrame:
-        base = _sql.base_query(rows, value, group_by, self._table, types=self._types)
         groups = _sql.group_list(group_by)
         shown = _sql.as_text(_sql.V) if value.temporal else _sql.V
         keys = [*groups, f"{shown} AS value"]
-        sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({base})"
+        where = ""
         if domain is not None:
             items = _sql.in_list(domain, value.column, self._types.get(value.column))
-            sql += f" WHERE {_sql.V} IN ({', '.join(items)})" if items else " WHERE FALSE"
-        sql += f" GROUP BY {', '.join([*groups, _sql.V])}"
-        return self._fetch(sql, "counting values", value, group_by)
+            where = f" WHERE {_sql.V} IN ({', '.join(items)})" if items else " WHERE FALSE"
+
+        def sql(part: Part) -> str:
+            base = _sql.base_query(rows, value, group_by, self._table, types=self._types, part=part)
+            out = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({base}){where}"
+            return out + f" GROUP BY {', '.join([*groups, _sql.V])}"
+
+        what = "counting values"
+        return self._bounded_fetch(rows, sql, [*groups, "value"], what, value, group_by)
 
     # -- plumbing ----------------------------------------------------------------
+
+    def _bounded_fetch(
+        self,
+        rows: Rows,
+        sql: Callable[[Part], str],
+        keys: Sequence[str],
+        what: str,
+        value: Value | None,
+        group_by: Sequence[Value],
+    ) -> pd.DataFrame:
+        """The frame of ``sql``; with a contribution bound, part by part, added up, memory freed.
+
+        Each part's query keeps the persons of one part (``_sql.person_part``);
+        the frames' counts and sums (every column but ``keys``) add up exactly:
+        counts are integers, and the sums are of integer-valued doubles (units
+        of a power-of-two grid, see :func:`_clipped_units`), exact in any order.
+        The adding up is one more DuckDB ``GROUP BY`` over the parts' results,
+        on a private connection, with text keys binary-collated: the keys
+        compare exactly as the one-query plan's ``GROUP BY`` compares them.
+        Every failure is the one generic error of :meth:`_fetch`.
+        """
+        if rows.contribution is None:
+            return self._fetch(sql(None), what, value, group_by)
+        try:
+            parts = self._part_count(what, value, group_by)
+            if parts == 1:
+                return self._fetch(sql(None), what, value, group_by)
+            tables = [
+                self._fetch(sql((j, parts)), what, value, group_by, arrow=True)
+                for j in range(parts)
+            ]
+            return self._add_up(tables, keys, what, value, group_by)
+        finally:
+            self._give_back()
+
+    def _part_count(self, what: str, value: Value | None, group_by: Sequence[Value]) -> int:
+        """How many parts a bounded query runs in: ``ceil(table rows / rows_per_part)`` (counted once)."""
+        if self._parts is None:
+            counted = self._fetch(f"SELECT count(*) AS n FROM {self._table}", what, value, group_by)
+            rows = int(counted["n"].iloc[0])
+            self._parts = max(1, -(-rows // self._rows_per_part))
+        return self._parts
+
+    def _add_up(
+        self,
+        tables: list[Any],
+        keys: Sequence[str],
+        what: str,
+        value: Value | None,
+        group_by: Sequence[Value],
+    ) -> pd.DataFrame:
+        import pyarrow as pa
+
+        merged = pa.concat_tables(tables)  # one query's parts: one schema
+        columns = list(merged.column_names)
+        types = dict(zip(columns, (str(t) for t in merged.schema.types)))
+        shown = [
+            f'{_sql.quote(c)} COLLATE "binary" AS {_sql.quote(c)}'
+            if types[c] in ("string", "large_string", "string_view")
+            else _sql.quote(c)
+            for c in keys
+        ]
+        sums = [
+            f"CAST(sum({_sql.quote(c)}) AS BIGINT) AS {_sql.quote(c)}"
+            if types[c] == "int64"
+            else f"sum({_sql.quote(c)}) AS {_sql.quote(c)}"
+            for c in columns
+            if c not in keys
+        ]
+        sql = f"SELECT {', '.join([*shown, *sums])} FROM __dpkit_parts"
+        if keys:
+            sql += f" GROUP BY {', '.join(str(i + 1) for i in range(len(keys)))}"
+        try:
+            con = connect()
+            try:
+                result = con.from_arrow(merged).query("__dpkit_parts", sql)
+                if result is not None:
+                    return result.df()
+            finally:
+                con.close()
+        except duckdb.Error:
+            pass  # raised below, as _fetch does
+        raise _failure(what, value, group_by)
+
+    def _give_back(self) -> None:
+        """Hand the memory DuckDB freed after a query back to the operating system (results unchanged).
+
+        DuckDB's allocator keeps freed memory for later queries; setting a
+        memory limit makes it flush those caches, process-wide. The limit is
+        set on a scratch in-memory database, so the table's connection, its
+        settings and its buffers are not touched; a failure only leaves the
+        memory where it was.
+        """
+        with contextlib.suppress(duckdb.Error):
+            scratch = duckdb.connect(config={"autoinstall_known_extensions": False})
+            try:
+                scratch.execute("SET memory_limit = '64MB'")
+            finally:
+                scratch.close()
 
     def interrupt(self) -> None:
         """Stop the query running on this engine's connection (from another thread; a time-out)."""
@@ -250,19 +422,16 @@ class DuckDBEngine:
         what: str,
         value: Value | None = None,
         group_by: Sequence[Value] = (),
-    ) -> pd.DataFrame:
+        arrow: bool = False,
+    ) -> Any:
         try:
             if self._relation is None:
+                if arrow:
+                    return self._connection.sql(sql).to_arrow_table()
                 return self._connection.execute(sql).df()
             result = self._relation.query(_ALIAS, sql)
             if result is not None:
-                return result.df()
+                return result.to_arrow_table() if arrow else result.df()
         except duckdb.Error:
             pass  # raised below, outside the handler, so the original is not even chained
-        cols = [v.column for v in group_by] + ([value.column] if value is not None else [])
-        where = f" for column(s) {cols}" if cols else ""
-        raise DataError(
-            f"DuckDB failed while {what}{where}. Its message is withheld because it can "
-            "quote data values. Check that each column's stored type matches how the "
-            "query uses it (e.g. numbers stored as text need coerce=True in the schema)."
-        )
+        raise _failure(what, value, group_by)
