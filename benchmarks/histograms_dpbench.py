@@ -98,6 +98,7 @@ def algorithms(scale: int, kind: str) -> dict[str, Callable[[np.ndarray, float, 
         "structure_first": lambda x, e, r: histograms.structure_first(x, e, max_count=scale, rng=r),
         "ahp": lambda x, e, r: histograms.ahp(x, e, rng=r),
         "dawa": lambda x, e, r: histograms.dawa(x, e, workload=kind, rng=r),
+        "matrix_mechanism": lambda x, e, r: histograms.matrix_mechanism(x, e, workload=kind, rng=r),
     }
 
 

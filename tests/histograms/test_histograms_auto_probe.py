@@ -65,26 +65,32 @@ def _at_margin(target: float) -> np.ndarray:
 
 
 def test_the_probe_runs_only_where_the_public_rule_says_hb() -> None:
-    # Low signal, no bound, or a small domain: the old public rule and the same release.
+    # Low signal, no bound, or a small domain: the public rule and the same release.
     x = _concentrated()
-    low = histograms.auto(x, 0.1, max_records=10_000, rng=5)
+    low = histograms.auto(x, 0.01, max_records=10_000, rng=5)
     assert low.details["auto_rule"] == "public" and low.details["epsilon_probe"] == 0.0
-    assert np.array_equal(low.estimates, histograms.dawa(x, 0.1, rng=5).estimates)
+    assert np.array_equal(low.estimates, histograms.dawa(x, 0.01, rng=5).estimates)
     unbounded = histograms.auto(x, 10.0, rng=5)
     assert unbounded.details["auto_choice"] == "dawa" and unbounded.details["auto_rule"] == "public"
-    small = histograms.auto(x[:128], 10.0, max_records=10_000, rng=5)
+    small = histograms.auto(x[:128], 10.0, max_records=10_000, workload="units", rng=5)
     assert small.details["auto_rule"] == "public" and small.details["auto_choice"] == "hb"
-    assert np.array_equal(small.estimates, histograms.hb(x[:128], 10.0, rng=5).estimates)
     assert small.details["probe_margin"] is None
-    # High signal on the full domain: the probe decides.
-    high = histograms.auto(x, 10.0, **HIGH, rng=5)
+    # Prefixes and ranges above MATRIX_ABOVE: the matrix mechanism, public, no probe (it
+    # beats DAWA there on every shape of the benchmark, the sparse one included).
+    assert histograms.choose_method(128, 10.0, 10_000, "ranges") == "matrix_mechanism"
+    mm = histograms.auto(x, 10.0, **HIGH, rng=5)
+    assert mm.details["auto_rule"] == "public" and mm.details["auto_choice"] == "matrix_mechanism"
+    direct = histograms.matrix_mechanism(x, 10.0, rng=5)
+    assert np.array_equal(mm.estimates, direct.estimates)
+    # Single bins at high signal (Hb, flat): the probe decides.
+    high = histograms.auto(x, 10.0, **HIGH, workload="units", rng=5)
     assert high.details["auto_rule"] == "probe" and high.details["probe_top_bins"] == TOP
 
 
 @pytest.mark.parametrize(("make", "method"), [(_concentrated, "dawa"), (_spread, "hb")])
 def test_probe_choice_and_budget(make: Any, method: str) -> None:
     acc = Accountant(Budget(5.0))
-    h = histograms.auto(make(), 2.0, **HIGH, rng=1, accountant=acc)
+    h = histograms.auto(make(), 2.0, **HIGH, workload="units", rng=1, accountant=acc)
     assert h.method == method and h.details["auto_choice"] == method
     # One charge of exactly epsilon; the parts' exact sum is at most epsilon and rounds to it.
     assert h.epsilon == 2.0 and acc.spent == Budget(2.0)
@@ -96,9 +102,8 @@ def test_probe_choice_and_budget(make: Any, method: str) -> None:
     assert h.details["remaining"] == Budget(3.0)
     # The chosen publisher ran with the rest of epsilon: hb's flat noise for units.
     if method == "hb":
-        flat = histograms.auto(make(), 2.0, **HIGH, workload="units", rng=1)
-        assert flat.details["scale"] == pytest.approx(1.0 / eps_method, rel=2**-9)
-        assert np.allclose(flat.errors, math.sqrt(2.0) * flat.details["scale"])
+        assert h.details["scale"] == pytest.approx(1.0 / eps_method, rel=2**-9)
+        assert np.allclose(h.errors, math.sqrt(2.0) * h.details["scale"])
 
 
 def test_bad_public_input_is_refused_before_the_charge() -> None:
@@ -181,10 +186,14 @@ def test_with_the_probe_output_fixed_the_choice_does_not_depend_on_the_data(
     x = _at_margin(-0.3)
     y = x.copy()
     y[0] += 1.0
-    a, b = _transcript(x, rng=3), _transcript(y, rng=3)
+    a, b = _transcript(x, rng=3, workload="units"), _transcript(y, rng=3, workload="units")
     assert a == b
     assert a[0] == ("dawa" if output > 0 else "hb")
     assert [p.seen[0] for p in probes] == pytest.approx([-0.3, 0.7 - CONCENTRATED_ABOVE])
+    # Fractional counts on ranges: not the matrix mechanism (whole numbers only) but the
+    # tree rule, Hb with the probe; neighbours are both fractional, so the same choice.
+    c, d = _transcript(x, rng=3), _transcript(y, rng=3)
+    assert c == d and c[0] == ("dawa" if output > 0 else "hb")
 
 
 @settings(max_examples=300, deadline=None)

@@ -87,7 +87,10 @@ def test_public_choices_do_not_look_at_the_counts() -> None:
     assert hb_choice(4096, 1.0, "ranges") is not None
     assert hb_choice(4096, 1.0, "units") is None  # single bins: flat is best
     assert histograms.choose_method(1024, 0.1, 1000, "ranges") == "dawa"
-    assert histograms.choose_method(1024, 1.0, 10**7, "ranges") == "hb"
+    assert histograms.choose_method(1024, 1.0, 10**7, "ranges") == "matrix_mechanism"
+    assert histograms.choose_method(1024, 1.0, 10**7, "units") == "hb"
+    assert histograms.choose_method(8192, 1.0, 10**8, "prefixes") == "hb"  # Hb wins there
+    assert histograms.choose_method(1024, 1.0, 2**33, "ranges") == "hb"  # beyond exact sums
     assert histograms.choose_method(1024, 1.0, None, "ranges") == "dawa"
     a = histograms.hb(np.zeros(256), 1.0, rng=1)
     b = histograms.hb(np.full(256, 1e6), 1.0, rng=1)

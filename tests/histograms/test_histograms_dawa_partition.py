@@ -380,11 +380,11 @@ def test_partition_audit_with_exact_noise(layout: str) -> None:
 
 
 def _auto_estimates(counts: np.ndarray, epsilon: float, runs: int, seed: int) -> np.ndarray:
-    """``auto``'s released estimate of the changed bin (DAWA by the public rule at low signal)."""
+    """``auto``'s released estimate of the changed bin (DAWA by the public rule: signal 50/32 < 3)."""
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = [histograms.auto(counts, epsilon, max_records=100, rng=rng) for _ in range(runs)]
+        out = [histograms.auto(counts, epsilon, max_records=50, rng=rng) for _ in range(runs)]
     assert {h.details["auto_choice"] for h in out} == {"dawa"}
     return np.array([h.estimates[BIN] for h in out])
 

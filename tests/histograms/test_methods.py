@@ -49,6 +49,7 @@ def test_one_spelling_in_display_order() -> None:
         "hb",
         "ahp",
         "dawa",
+        "matrix_mechanism",
         "auto",
     ]
     assert list(PUBLISHERS_2D) == ["auto2d", "agrid", "ugrid", "dawa2d", "laplace2d"]

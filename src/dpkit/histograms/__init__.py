@@ -15,6 +15,8 @@ a :class:`PublishedHistogram` with ``.estimates`` (one value per unit bin),
 * :func:`ahp` — noisy counts clustered by value, one total per cluster (Zhang et al. 2014).
 * :func:`dawa` — a private data-aware partition, then its buckets measured for
   the workload (Li et al. 2014).
+* :func:`matrix_mechanism` — a strategy optimised for the workload (HDMM's
+  p-Identity), measured with Laplace noise, least squares; exact errors.
 * :func:`auto` — the default: picks DAWA or Hb from public parameters
   (:func:`choose_method`) and, at high signal, a private concentration probe
   with 1% of epsilon (both derived from the DPBench-style benchmark).
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from dpkit.histograms.hb import hb
     from dpkit.histograms.hierarchical import hierarchical
     from dpkit.histograms.laplace import laplace
+    from dpkit.histograms.matrix_mechanism import matrix_mechanism
     from dpkit.histograms.methods import publisher
     from dpkit.histograms.noise_first import noise_first
     from dpkit.histograms.select import auto, choose_method
@@ -78,6 +81,7 @@ __all__ = [
     "interval_costs",
     "laplace",
     "laplace2d",
+    "matrix_mechanism",
     "methods",
     "noise_first",
     "optimal_histogram",
@@ -105,6 +109,7 @@ __getattr__, __dir__ = lazy_exports(
         "interval_costs": "dpkit.histograms._optimal",
         "laplace": "dpkit.histograms.laplace",
         "laplace2d": "dpkit.histograms.grids",
+        "matrix_mechanism": "dpkit.histograms.matrix_mechanism",
         "methods": "dpkit.histograms.methods",
         "noise_first": "dpkit.histograms.noise_first",
         "optimal_histogram": "dpkit.histograms._optimal",

@@ -34,7 +34,8 @@ class PublishedHistogram:
             ``[0, r_1, ..., n]``; published bin j covers unit bins
             ``bins[j] .. bins[j+1] - 1`` and all of them carry the same estimate
             (unit-bin methods publish ``bins = 0..n``).
-        epsilon: the privacy cost of the whole release (epsilon-DP, delta = 0).
+        epsilon: the privacy cost of the whole release (epsilon-DP when
+            ``delta`` is 0).
         method: the publisher's name.
         errors: the standard deviation of the noise in each unit estimate,
             given the published structure (from public parameters only). It
@@ -47,6 +48,10 @@ class PublishedHistogram:
         details: public parameters of the run (noise scales, k, split, ...).
             ``details["remaining"]`` (the budget left when an accountant paid)
             is deprecated: read ``privacy.remaining``; it goes in the next release.
+        delta: the δ of an (epsilon, delta)-DP release (Gaussian noise); 0.0
+            for the pure-ε publishers.
+        rho: the ρ-zCDP guarantee of a Gaussian release (``epsilon``/``delta``
+            is then its conversion), else ``None``.
 
     ``privacy`` is the :class:`dpkit.PrivacyReport` (ε, neighbouring relation,
     mechanism, remaining budget). There is no ``ci``: ``errors`` is a standard
@@ -63,16 +68,21 @@ class PublishedHistogram:
     edges: NDArray[np.float64]
     details: dict[str, Any] = field(default_factory=dict)
     range_variance: RangeVariance | None = field(default=None, repr=False, compare=False)
+    delta: float = 0.0
+    rho: float | None = None
 
     @property
     def privacy(self) -> PrivacyReport:
         """What this release cost, as the :class:`dpkit.PrivacyReport` every release carries.
 
-        ε-DP (δ = 0) under add/remove one row (one row moves one unit count by 1);
-        ``remaining`` is the budget the accountant had left when one paid, else None.
+        (ε, δ)-DP (δ = 0 but for Gaussian releases, which also state ρ) under
+        add/remove one row (one row moves one unit count by 1); ``remaining``
+        is the budget the accountant had left when one paid, else None.
         """
         return PrivacyReport(
             epsilon=self.epsilon,
+            delta=self.delta,
+            rho=self.rho,
             mechanisms=(self.method,),
             remaining=self.details.get("remaining"),
         )

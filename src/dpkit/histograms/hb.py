@@ -37,6 +37,19 @@ def hb_choice(n: int, epsilon: float, workload: str = "ranges") -> int | None:
     return _hb_choice(int(n), float(epsilon), workload)
 
 
+def expected_variance(n: int, epsilon: float, workload: str = "ranges") -> float:
+    """Hb's mean noise variance over the workload's ranges (:func:`workload_ranges`; public).
+
+    Exact for the method Hb runs (the tree of :func:`hb_choice`'s branching, or
+    the flat histogram), up to the Laplace sampler's 2⁻¹⁰ grid inflation.
+    """
+    branching = hb_choice(n, epsilon, workload)
+    if branching is None:
+        lo, hi = workload_ranges(n, workload)
+        return float(np.mean((hi - lo + 1) * 2.0 / epsilon**2))
+    return average_tree_variance(n, branching, epsilon, workload)
+
+
 @functools.lru_cache(maxsize=256)
 def _hb_choice(n: int, epsilon: float, workload: str) -> int | None:
     """Cached: a pure function of public parameters, costly for large n (variance sums)."""

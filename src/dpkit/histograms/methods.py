@@ -124,6 +124,13 @@ _PUBLISHERS_1D = _table(
             "a private data-aware partition, its buckets measured for the workload (Li et al. 2014)",
         ),
         Publisher(
+            "matrix_mechanism",
+            1,
+            _H + "matrix_mechanism",
+            _EDGES | {"workload", "rows"},
+            "a strategy optimised for the workload, least squares (HDMM, McKenna et al. 2018)",
+        ),
+        Publisher(
             "auto",
             1,
             _H + "select",

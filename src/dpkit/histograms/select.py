@@ -1,10 +1,13 @@
-"""The workload-aware default: DAWA or Hb, by a public rule and, at high signal, a private probe.
+"""The workload-aware default: DAWA, the matrix mechanism or Hb, by a public rule and a probe.
 
 The public part (:func:`choose_method`) is a function of the number of unit
 bins n, epsilon, a public bound on the number of records (the scale) and the
-workload; it never looks at the counts. Where it says Hb (high signal), the
-one kind of data on which DAWA stays well ahead — very sparse, concentrated
-counts — is told apart by a *concentration probe* that spends
+workload; it never looks at the counts. For prefixes and ranges it takes the
+matrix mechanism's optimised strategy from a modest signal on
+(:func:`data_blind_choice` confirms its exact expected error is below Hb's).
+Where it says Hb instead (single bins, larger domains) at high signal, the
+one kind of data on which DAWA stays well ahead of Hb — very sparse,
+concentrated counts — is told apart by a *concentration probe* that spends
 :data:`PROBE_SHARE` of epsilon. Both parts were derived from
 ``benchmarks/histograms_dpbench.py`` (DPBench's protocol on the shared data's
 shapes); the table behind them is in ``docs/histograms.md``.
@@ -32,7 +35,15 @@ from dpkit.histograms._workload import WORKLOADS
 from dpkit.histograms.methods import publisher
 from dpkit.histograms.structure_first import split_budget
 
-#: Records per unit bin times epsilon below which the data-aware DAWA is chosen.
+#: Records per unit bin times epsilon from which the matrix mechanism is chosen
+#: over DAWA (prefixes and ranges up to :data:`MATRIX_MAX_BINS` bins). On the
+#: benchmark's 1,024-bin grid (20 runs a cell) it beats DAWA in every cell from
+#: s·epsilon/n = 9.8 on (0.49-0.80x DAWA's error, the sparse fare shape
+#: included) and not at 0.98 (0.67-1.43x); any threshold between gives the
+#: same choices there.
+MATRIX_ABOVE = 3.0
+#: Records per unit bin times epsilon below which the data-aware DAWA is chosen
+#: over Hb (single bins, larger domains).
 #: On the benchmark's grid the signal s·epsilon/n takes the values 0.01 .. 9,766
 #: in factors of 10; any threshold between 10 and 97 gives the same choices.
 DAWA_BELOW = 50.0
@@ -54,22 +65,55 @@ PROBE_MIN_BINS = 256
 #: l1 sensitivity of :func:`concentration_margin` under add/remove one row.
 PROBE_SENSITIVITY = 1.0
 #: The registered publishers :func:`auto` may choose (the range of its rule).
-AUTO_CHOICES = ("dawa", "hb")
+AUTO_CHOICES = ("dawa", "hb", "matrix_mechanism")
+#: Largest number of unit bins for which the rule weighs the matrix mechanism
+#: (its strategy is optimised once per (n, workload) and cached). Beyond it Hb
+#: wins: p-Identity's error grows about like n/p, and at 8,192 bins it only
+#: breaks even (``benchmarks/histograms_strategies.py``).
+MATRIX_MAX_BINS = 4096
+
+
+def data_blind_choice(
+    n: int, epsilon: float, workload: str, max_records: float | None = None
+) -> str:
+    """``"matrix_mechanism"`` or ``"hb"``: the smaller exact expected error (public).
+
+    Both errors are mean noise variances over the same public sample of the
+    workload's ranges (:func:`dpkit.histograms._workload.workload_ranges`),
+    computed from n, epsilon and the workload only. Single-bin workloads
+    (``"units"``), domains beyond :data:`MATRIX_MAX_BINS` and a public bound
+    ``max_records`` of 2³³ rows or more (the matrix mechanism computes its
+    measurements exactly below that total) keep Hb.
+    """
+    from dpkit.histograms.hb import expected_variance as hb_variance
+
+    if workload not in WORKLOADS:
+        raise InvalidParameterError(f"workload must be one of {', '.join(WORKLOADS)}.")
+    if not _matrix_applies(n, workload, max_records):
+        return "hb"
+    from dpkit.histograms.matrix_mechanism import expected_variance as matrix_variance
+
+    if matrix_variance(n, epsilon, workload) < hb_variance(n, epsilon, workload):
+        return "matrix_mechanism"
+    return "hb"
 
 
 def choose_method(n: int, epsilon: float, max_records: float | None, workload: str) -> str:
-    """The data-blind part of :func:`auto`'s rule: ``"dawa"`` or ``"hb"`` (public).
+    """The data-blind part of :func:`auto`'s rule: ``"dawa"``, ``"matrix_mechanism"`` or ``"hb"``.
 
     With s records spread over n bins, s·epsilon/n is the typical count of a
-    bin in units of the noise scale. Below :data:`DAWA_BELOW` the noise is
-    large next to the counts and DAWA's data-aware buckets pay off; above it
-    the counts are resolved well enough that a consistent tree (Hb, flat for
-    single-bin workloads) is best — except on very sparse, concentrated
-    data, where DAWA stays ahead (Hb is up to 1.29x the best on the
-    benchmark's ``fare`` shape). A rule blind to the data cannot see that, so
-    where this returns ``"hb"`` (and n >= :data:`PROBE_MIN_BINS`) :func:`auto`
-    spends a small share of epsilon on a concentration probe and may switch
-    to DAWA.
+    bin in units of the noise scale. For prefixes and ranges over at most
+    :data:`MATRIX_MAX_BINS` bins: from :data:`MATRIX_ABOVE` on the matrix
+    mechanism (its optimised strategy; :func:`data_blind_choice` confirms its
+    exact expected error is below Hb's), below it DAWA, whose data-aware
+    buckets pay off when the noise is large next to the counts. Elsewhere
+    (single bins, larger domains, s >= 2³³): DAWA below :data:`DAWA_BELOW`,
+    Hb (flat for single bins) above — except on very sparse, concentrated
+    data, where DAWA stays ahead of Hb (up to 1.29x on the benchmark's
+    ``fare`` shape). A rule blind to the data cannot see that, so where this
+    returns ``"hb"`` (and n >= :data:`PROBE_MIN_BINS`) :func:`auto` spends a
+    small share of epsilon on a concentration probe and may switch to DAWA.
+    The matrix mechanism needs no probe: it beats DAWA on that shape too.
     Without ``max_records`` DAWA is used: it is never far from the best when
     the counts are large, while Hb can be far from it when they are small.
     """
@@ -78,7 +122,22 @@ def choose_method(n: int, epsilon: float, max_records: float | None, workload: s
     if max_records is None:
         return "dawa"
     signal = max_records * epsilon / n
+    if signal >= MATRIX_ABOVE and _matrix_applies(n, workload, max_records):
+        if data_blind_choice(n, epsilon, workload, max_records) == "matrix_mechanism":
+            return "matrix_mechanism"
+    return tree_rule(signal)
+
+
+def tree_rule(signal: float) -> str:
+    """DAWA below :data:`DAWA_BELOW`, else Hb: the rule where the matrix mechanism does not apply."""
     return "dawa" if signal < DAWA_BELOW else "hb"
+
+
+def _matrix_applies(n: int, workload: str, max_records: float | None) -> bool:
+    from dpkit.histograms.matrix_mechanism import EXACT_TOTAL
+
+    too_many = max_records is not None and max_records >= EXACT_TOTAL
+    return workload != "units" and not too_many and 2 <= n <= MATRIX_MAX_BINS
 
 
 def probe_top_bins(n: int) -> int:
@@ -116,16 +175,20 @@ def auto(
     accountant: Any = None,
     edges: ArrayLike | None = None,
 ) -> PublishedHistogram:
-    """Publish with DAWA or Hb, whichever suits the scale and, at high signal, the data's shape.
+    """Publish with DAWA, the matrix mechanism or Hb: whichever suits the scale, workload and shape.
 
     Privacy: epsilon-DP for add/remove one row (neighbouring count vectors
     x, x' = x ± e_i: one unit count changes by 1).
 
-    * Low signal, no ``max_records``, or fewer than :data:`PROBE_MIN_BINS`
-      bins: :func:`choose_method` decides from n, epsilon, ``max_records`` and
-      ``workload`` (all public) and the chosen publisher
-      (:func:`dpkit.histograms.dawa` or :func:`dpkit.histograms.hb`, each
-      epsilon-DP with its own proof) runs with all of epsilon.
+    * Where :func:`choose_method` (a function of n, epsilon, ``max_records``
+      and ``workload``, all public) names DAWA or the matrix mechanism, or
+      there are fewer than :data:`PROBE_MIN_BINS` bins, the chosen publisher
+      (:func:`dpkit.histograms.dawa`, :func:`dpkit.histograms.matrix_mechanism`
+      or :func:`dpkit.histograms.hb`, each epsilon-DP with its own proof) runs
+      with all of epsilon. Weighted (fractional) counts, which the matrix
+      mechanism refuses, take the DAWA/Hb rule instead: adding or removing a
+      row moves one count by 1, so neighbours are both whole or both
+      fractional and get the same choice.
     * Otherwise (the public rule says Hb): a concentration probe first.
       epsilon_0 = :data:`PROBE_SHARE` · epsilon releases
       m(x) = S_k(x) - c · |x| + Lap(1/epsilon_0), where S_k(x) is the sum of
@@ -136,7 +199,7 @@ def auto(
       by d - c with d in [0, 1]: |m(x') - m(x)| <= max(c, 1 - c) <= 1
       (removal is the same with x and x' swapped). The probe is therefore
       epsilon_0-DP (dpkit's exact grid Laplace, sensitivity 1). The choice —
-      DAWA if the noisy m is > 0, else Hb — is post-processing of that
+      DAWA if the noisy m is > 0, else the public rule's method — is post-processing of that
       release, and the chosen publisher runs with epsilon_1 = epsilon -
       epsilon_0 (epsilon_1-DP whichever it is). By sequential composition the
       whole release is (epsilon_0 + epsilon_1)-DP = epsilon-DP. One charge of
@@ -169,6 +232,10 @@ def auto(
     eps = epsilon_of(epsilon)
     bound = None if max_records is None else check_positive(max_records, "max_records")
     method = choose_method(x.size, eps, bound, workload)
+    if method == "matrix_mechanism" and not np.array_equal(x, np.floor(x)):
+        # Weighted (fractional) counts: the matrix mechanism takes whole numbers only. One
+        # row moves one count by 1, so neighbours are both whole or both not: same choice.
+        method = tree_rule(float(bound) * eps / x.size)  # type: ignore[arg-type]
     top = probe_top_bins(x.size)
     public = {
         "max_records": bound,
@@ -176,7 +243,7 @@ def auto(
         "probe_top_bins": top,
         "probe_threshold": CONCENTRATED_ABOVE,
     }
-    if method == "dawa" or x.size < PROBE_MIN_BINS:
+    if method != "hb" or x.size < PROBE_MIN_BINS:
         published = publishers[method](
             x, eps, workload=workload, rng=rng, accountant=accountant, edges=edges
         )
@@ -201,7 +268,7 @@ def auto(
         remaining = None if payer is None else payer.remaining
         source = source_for(rng)
         margin = float(probe.randomise(concentration_margin(x, top), rng=source))
-        chosen = "dawa" if margin > 0.0 else "hb"  # post-processing of the probe
+        chosen = "dawa" if margin > 0.0 else method  # post-processing of the probe
         published = publishers[chosen](x, eps_method, workload=workload, rng=source, edges=edges)
         details = dict(
             published.details,

@@ -136,6 +136,11 @@ def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> HistogramQ
 
 def _check_method(method: str | None, n: int, epsilon: float, max_count: int | None) -> None:
     """The memory a :mod:`dpkit.histograms` method needs for n bins (public; before the charge)."""
+    if method == "matrix_mechanism":
+        from dpkit.histograms.matrix_mechanism import check_bins
+
+        check_bins(n)
+        return
     if method not in ("noise_first", "structure_first"):
         return  # the others need O(n log n) memory, covered by the bins' own check
     from dpkit.histograms.memory import check_memory, memory_needed

@@ -1,0 +1,191 @@
+"""The matrix mechanism with HDMM's optimised p-Identity strategy (epsilon-DP, Laplace).
+
+Li, Miklau, Hay, McGregor, Rastogi, "The matrix mechanism", VLDB Journal 2015;
+McKenna, Miklau, Hay, Machanavajjhala, "Optimizing error of high-dimensional
+statistical queries under differential privacy", VLDB 2018. A public strategy A,
+optimised for the workload (:mod:`dpkit.histograms._strategy_l1`), is measured
+with Laplace noise and the unit counts are estimated by least squares, so every
+range sum's error is known exactly before the release.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from dpkit.accounting import Budget, as_accountant, charge_and_run
+from dpkit.errors import DataError
+from dpkit.histograms._common import check_counts, check_edges, epsilon_of, source_for
+from dpkit.histograms._published import PublishedHistogram
+
+#: A x is computed without rounding for whole-number counts totalling below this
+#: (every entry of A is a multiple of 2⁻²⁰ at most 1: partial sums stay below 2⁵³·2⁻²⁰).
+EXACT_TOTAL = 2.0**33
+#: The largest number of unit bins (the strategy's optimisation is bounded work from n).
+MAX_BINS = 1 << 16
+
+
+def check_bins(n: int, rows: int | None = None) -> None:
+    """Refuse more than :data:`MAX_BINS` unit bins, or a strategy beyond the memory ceiling (public)."""
+    from dpkit.errors import InvalidParameterError
+    from dpkit.histograms.memory import check_memory, memory_needed
+
+    if n > MAX_BINS:
+        raise InvalidParameterError(
+            f"the matrix mechanism takes at most {MAX_BINS:,} unit bins (got {n:,}); "
+            "use hb or dawa for larger domains."
+        )
+    check_memory(
+        memory_needed("matrix_mechanism", n, rows=rows),
+        f"the matrix mechanism over {n:,} bins",
+        "use fewer bins or fewer rows.",
+    )
+
+
+def matrix_mechanism(
+    counts: ArrayLike,
+    epsilon: float,
+    *,
+    workload: Any = "ranges",
+    rows: int | None = None,
+    rng: object = None,
+    accountant: Any = None,
+    edges: ArrayLike | None = None,
+) -> PublishedHistogram:
+    """Publish unit counts through a workload-optimised strategy A = [I; Θ] D and least squares.
+
+    Privacy: epsilon-DP for add/remove one row. Adding or removing a row
+    changes one unit count x_i by 1, so the measurement A x moves by ±A e_i,
+    the i-th column of A. Each column is d_i (e_i; θ_i) with θ_i >= 0 and
+    d_i = 1 / (1 + Σ_k θ_ki), so its l1 norm is 1; the stored entries are
+    rounded down onto multiples of 2⁻²⁰ and the sensitivity used is the exact
+    maximum column l1 norm Δ of the stored A (about 1). The n + p values of
+    A x get noise from :class:`dpkit.mechanisms.Laplace` with sensitivity Δ and
+    ``changed = p + 1`` (only the i-th unit row and the p aggregate rows differ
+    between neighbours): it rounds each value to its grid and counts that
+    rounding in its integer sensitivity, then adds exact discrete Laplace noise,
+    epsilon-DP for any input whose l1 change is at most Δ. The values fed in are
+    A x exactly (no floating-point rounding) for integer counts with total below
+    2³³ (other counts are refused before the charge): every entry of A is a multiple of 2⁻²⁰ at most 1, so every product and
+    partial sum is a multiple of 2⁻²⁰ below 2⁵³. A (n, p, Θ) is a deterministic
+    function of n, the workload and ``rows``, all public, and the estimate
+    (AᵀA)⁻¹ Aᵀ y is post-processing.
+
+    Accuracy: unbiased. The noise covariance of the estimates is
+    2 b² (AᵀA)⁻¹ (b the Laplace scale, about Δ/epsilon), so ``errors`` (unit
+    standard deviations) and ``answer_error`` (any range) are exact, and the
+    mean squared error over the workload's queries is 2 b² E/Δ² with
+    E = Δ² tr(M (AᵀA)⁻¹)/m the strategy's unit error (``details["unit_error"]``).
+    ``details`` also gives the SVD lower bound on E for any strategy
+    (Li & Miklau 2013) and the ratio of the root errors, and Hb's expected error.
+
+    Args:
+        counts: the true count of each of the n unit bins (finite, >= 0).
+        epsilon: the privacy budget (> 0).
+        workload: ``"ranges"`` (all ranges, default), ``"prefixes"`` or
+            explicit public ranges ``(lo, hi)`` (two integer arrays, 0-based,
+            inclusive); the strategy is optimised for it.
+        rows: the number p of aggregate rows (default: a public function of n,
+            :func:`dpkit.histograms._strategy_l1.rows_for`; at most
+            :func:`~dpkit.histograms._strategy_l1.max_rows`, n·p² <= 2³²). The
+            strategy is optimised once per (n, workload, p) and cached.
+        rng: ``None`` (secure randomness), an int seed or a NumPy Generator
+            (reproducible; for tests and experiments only).
+        accountant: optional :class:`dpkit.accounting.Accountant`; epsilon is
+            charged before the counts are read.
+        edges: public value-space edges of the unit bins (n + 1), for labels.
+
+    Returns:
+        A :class:`PublishedHistogram` with unit bins and exact ``range_variance``.
+    """
+    from dpkit.histograms._range_grams import gram_for, svd_bound
+    from dpkit.histograms._strategy_l1 import checked_rows, p_identity
+    from dpkit.mechanisms import Laplace
+
+    x = check_counts(counts)
+    if not np.array_equal(x, np.floor(x)) or float(x.sum()) >= EXACT_TOTAL:
+        # The sensitivity argument needs A x computed exactly (see above).
+        raise DataError(
+            "the matrix mechanism takes whole-number counts (one row moves one count by 1) "
+            "totalling fewer than 2**33 rows; round weighted counts, or use hb for larger tables."
+        )
+    eps = epsilon_of(epsilon)
+    unit_edges = check_edges(edges, x.size)
+    check_bins(x.size, checked_rows(x.size, rows))
+    gram = gram_for(x.size, workload)
+    strategy = p_identity(gram, rows)
+    p = strategy.p
+    mechanism = Laplace(
+        epsilon=eps, sensitivity=strategy.sensitivity, size=x.size + p, changed=p + 1
+    )
+    noise_variance = 2.0 * mechanism.scale**2
+    unit_error = strategy.unit_error(gram)
+    bound = svd_bound(gram)
+    details: dict[str, Any] = {
+        "strategy": "p_identity",
+        "p": p,
+        "workload": gram.kind,
+        "scale": mechanism.scale,
+        "sensitivity": strategy.sensitivity,
+        "unit_error": unit_error,
+        "expected_rmse": math.sqrt(noise_variance * unit_error) / strategy.sensitivity,
+        "svd_bound_rmse": math.sqrt(2.0 * bound) / eps,
+        "ratio_to_bound": math.sqrt(unit_error / bound),
+        "hb_expected_rmse": _hb_rmse(x.size, eps, gram.kind),
+    }
+    # Exact per-unit standard deviations, from public parameters only.
+    errors = np.sqrt(noise_variance * np.maximum(strategy.unit_variances(), 0.0))
+    payer = as_accountant(accountant)
+
+    def range_variance(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.float64]:
+        return noise_variance * strategy.range_variances(lo, hi)
+
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        noisy = np.asarray(
+            mechanism.randomise(strategy.measure(x), rng=source_for(rng)), dtype=np.float64
+        )
+        return PublishedHistogram(
+            estimates=strategy.reconstruct(noisy),
+            bins=np.arange(x.size + 1, dtype=np.int64),
+            epsilon=eps,
+            method="matrix_mechanism",
+            errors=errors,
+            edges=unit_edges,
+            details={**details, "remaining": remaining},
+            range_variance=range_variance,
+        )
+
+    return charge_and_run(payer, Budget(eps), "histogram: matrix_mechanism", release)
+
+
+def expected_variance(n: int, epsilon: float, workload: str = "ranges") -> float:
+    """The mean noise variance of :func:`matrix_mechanism` over the workload's ranges (public).
+
+    Over the same public sample of ranges as Hb's
+    (:func:`dpkit.histograms._workload.workload_ranges`), with the nominal Laplace
+    variance 2 (Δ/epsilon)² per measured value (the sampler's grid adds at most
+    2⁻¹⁰ to the scale), so it compares with :func:`dpkit.histograms.hb.expected_variance`.
+    ``workload`` is ``"prefixes"`` or ``"ranges"``.
+    """
+    from dpkit.histograms._range_grams import gram_for
+    from dpkit.histograms._strategy_l1 import p_identity
+    from dpkit.histograms._workload import workload_ranges
+
+    eps = epsilon_of(epsilon)
+    strategy = p_identity(gram_for(n, workload))
+    lo, hi = workload_ranges(n, workload)
+    noise = 2.0 * (strategy.sensitivity / eps) ** 2
+    return float(np.mean(strategy.range_variances(lo, hi))) * noise
+
+
+def _hb_rmse(n: int, epsilon: float, kind: str) -> float | None:
+    """Hb's expected per-query RMSE on the same workload kind (its sampled convention)."""
+    from dpkit.histograms.hb import expected_variance as hb_variance
+
+    if kind == "explicit":  # Hb is chosen for "prefixes" or "ranges" only
+        return None
+    return math.sqrt(hb_variance(n, epsilon, kind))
