@@ -1,4 +1,4 @@
-"""Two-dimensional histograms on real coordinates: Laplace, UGrid, AGrid and DAWA-2D.
+"""Two-dimensional histograms on real coordinates: Laplace, UGrid, AGrid, DAWA-2D, the matrix mechanism.
 
 Protocol (DPBench's, in two dimensions): the shape is the California housing
 block groups' (longitude, latitude) binned on a ``--cells`` × ``--cells``
@@ -34,7 +34,7 @@ DEFAULT_DATA = REPO.parent / "shared" / "data"
 BOX = ((-124.5, -114.0), (32.5, 42.0))  # California's bounding box (public)
 EPSILONS = (0.1, 0.5, 1.0)
 SCALES = (10_000, 100_000, 1_000_000, 10_000_000)
-METHODS = ("laplace2d", "ugrid", "agrid", "dawa2d", "auto2d")
+METHODS = ("laplace2d", "ugrid", "agrid", "dawa2d", "matrix_mechanism2d", "auto2d")
 
 
 def coordinates(data_dir: Path) -> tuple[np.ndarray, np.ndarray]:

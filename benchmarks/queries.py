@@ -726,6 +726,12 @@ def main(argv: list[str] | None = None) -> None:
         default=10_000_000,
         help="largest table on which the one-window plan (as before issue 34) also runs",
     )
+    parser.add_argument(
+        "--bounding-engines", default="duckdb,spark", help="comma-separated: duckdb, spark"
+    )
+    parser.add_argument(
+        "--bounding-reps", type=int, default=1, help="runs of each private query (median time)"
+    )
     parser.add_argument("--quick", action="store_true", help="1 M rows, 20 reps (a smoke test)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "queries.json"
@@ -747,7 +753,12 @@ def main(argv: list[str] | None = None) -> None:
 
         sizes = [int(float(v)) for v in args.bounding_rows.split(",")]
         print(f"[5] per-person bounding at {sizes} rows ...", file=sys.stderr)
-        data = _bounding.run(sizes, args.bounding_dir, args.bounding_one_part_max)
+        engines = tuple(args.bounding_engines.split(","))
+        data = _bounding.run(
+            sizes, args.bounding_dir, args.bounding_one_part_max, engines, args.bounding_reps
+        )
+        if args.out.exists():  # keep the rows of engines this run did not measure
+            data = _bounding.merged(json.loads(args.out.read_text()).get("bounding"), data)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         print(_write_section(args.out, "bounding", data, _bounding.HEADING, _bounding.report(data)))
         return

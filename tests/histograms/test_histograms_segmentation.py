@@ -104,6 +104,20 @@ def test_checkpointed_rows_equal_the_kept_rows(keep: str) -> None:
         assert np.array_equal(row, kept[j])
 
 
+@pytest.mark.parametrize("memory", [1 << 30, 1])
+def test_rows_cut_at_rest_are_the_full_rows_where_computed(memory: int) -> None:
+    # StructureFirst reads row j only at ends <= j + rest (rest = n - k): the cut
+    # rows must be the full rows there, bit for bit, and +inf beyond.
+    x = np.random.default_rng(4).poisson(9, 120).astype(float)
+    max_bins, rest = 40, 120 - 41
+    full = dict(sse_rows_backwards(x, max_bins, "values"))
+    cut = list(sse_rows_backwards(x, max_bins, "values", memory=memory, rest=rest))
+    assert [j for j, _ in cut] == list(range(max_bins, 0, -1))
+    for j, row in cut:
+        assert np.array_equal(row[: j + rest + 1], full[j][: j + rest + 1])
+        assert np.all(np.isposinf(row[j + rest + 1 :]))
+
+
 def test_segment_costs_are_the_interval_costs() -> None:
     x = np.random.default_rng(3).normal(5, 2, 30)
     costs = interval_costs(x)

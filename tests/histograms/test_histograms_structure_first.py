@@ -127,6 +127,26 @@ def test_joint_sampler_draws_from_the_exact_joint_law() -> None:
         assert abs(seen[structure] / runs - probability) < 5 * se + 1e-3
 
 
+@pytest.mark.parametrize(
+    ("x", "expected"),
+    [
+        ([5.0, 5.0, 0.0, 9.0, 0.0, 9.0], [0, 2, 3, 4, 5, 6]),  # the one merge leftmost
+        ([0.0, 9.0, 0.0, 9.0, 5.0, 5.0], [0, 1, 2, 3, 4, 6]),  # ... and rightmost
+    ],
+)
+def test_every_boundary_can_reach_its_last_possible_end(
+    x: list[float], expected: list[int]
+) -> None:
+    # The rows of T are cut at the ends the draws can read (row j at ends <= n - k + j); a cut one
+    # short would give the leftmost merge probability 0. Near-deterministic draws
+    # (epsilon_1 = 10^4) find the only zero-cost 5-bin structure either way.
+    from dpkit.mechanisms import as_source
+
+    source = as_source(np.random.default_rng(5))
+    got = sample_structure(np.array(x), 5, 1e4, 21.0, "sse", source)
+    assert got.tolist() == expected
+
+
 def test_default_number_of_bins_is_public_and_grows_with_epsilon() -> None:
     assert default_n_bins(81, 0.01, 100) == round(1.2 * math.sqrt(81))
     assert (

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from fractions import Fraction
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.histograms._transcripts import transcript
 
 from dpkit import histograms
 from dpkit.accounting import Accountant, Budget
@@ -173,25 +173,17 @@ def test_monte_carlo_variance_agrees_with_the_exact_one() -> None:
 
 def _transcript(counts: Any, **kw: Any) -> tuple[Any, ...]:
     acc = Accountant(Budget(2.0))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            h = matrix_mechanism(counts, 0.5, accountant=acc, **kw)
-            out: tuple[Any, ...] = (
-                h.method,
-                h.epsilon,
-                h.details,
-                h.errors.tolist(),
-                h.bins.tolist(),
-                h.answer_error(np.array([0, 3]), np.array([31, 9])).tolist(),
-            )
-        except Exception as err:  # the exception is part of the transcript
-            out = (type(err).__name__, str(err))
-    return (
-        *out,
-        acc.spent,
-        [(e.label, e.cost, e.scopes) for e in acc.history],
-        [(type(w.message).__name__, str(w.message)) for w in caught],
+    return transcript(
+        acc,
+        lambda: matrix_mechanism(counts, 0.5, accountant=acc, **kw),
+        lambda h: (
+            h.method,
+            h.epsilon,
+            h.details,
+            h.errors.tolist(),
+            h.bins.tolist(),
+            h.answer_error(np.array([0, 3]), np.array([31, 9])).tolist(),
+        ),
     )
 
 

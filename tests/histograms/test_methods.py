@@ -52,7 +52,9 @@ def test_one_spelling_in_display_order() -> None:
         "matrix_mechanism",
         "auto",
     ]
-    assert list(PUBLISHERS_2D) == ["auto2d", "agrid", "ugrid", "dawa2d", "laplace2d"]
+    assert list(PUBLISHERS_2D) == [
+        "auto2d", "agrid", "ugrid", "dawa2d", "matrix_mechanism2d", "laplace2d"
+    ]  # fmt: skip
     for dims, table in ((1, PUBLISHERS_1D), (2, PUBLISHERS_2D)):
         for name, entry in table.items():
             assert entry.name == name and entry.dims == dims

@@ -141,6 +141,38 @@ def test_within_five_percent_at_1024_and_4096(n: int, kind: str) -> None:
     assert strategy.iterations <= l2.MAX_ITERATIONS
 
 
+def test_the_4096_design_work_is_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eigen-design's share of the 4,096-bin build budget (<= 10 s), as work, not time.
+
+    The fixed point's steps (each O(n) per quadrature node) at 4,096 bins, and one
+    tridiagonal eigendecomposition per design with the measured faster driver.
+    """
+    for kind, most in (("prefixes", 35), ("ranges", 6)):
+        _, steps = l2.tridiagonal_weights(gram_for(4096, kind))
+        assert steps <= most, (kind, steps)
+    calls: list[str] = []
+    original = l2._tridiagonal_eigh
+
+    def counted(diag: np.ndarray, off: np.ndarray, driver: str) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(driver)
+        return original(diag, off, driver)
+
+    monkeypatch.setattr(l2, "_tridiagonal_eigh", counted)
+    for kind in ("prefixes", "ranges"):
+        l2.weighted_eigen_design(gram_for(64, kind))
+    assert calls == ["stemr", "stevd"]
+
+
+@pytest.mark.parametrize("driver", ["stemr", "stevd"])
+def test_both_tridiagonal_drivers_give_orthonormal_eigenvectors(driver: str) -> None:
+    rng = np.random.default_rng(5)
+    diag, off = rng.uniform(1.0, 3.0, 300), rng.uniform(-1.0, -0.1, 299)
+    mu, vec = l2._tridiagonal_eigh(diag, off, driver)
+    t = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
+    np.testing.assert_allclose(vec.T @ vec, np.eye(300), atol=1e-12)
+    np.testing.assert_allclose(t @ vec, vec * mu[None, :], atol=1e-11)
+
+
 @pytest.mark.parametrize(
     ("kind", "name"), [("prefixes", "square_root"), ("ranges", "ranges_eigen")]
 )

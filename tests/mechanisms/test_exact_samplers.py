@@ -153,3 +153,19 @@ def test_exp_minus_one_tie_goes_to_the_next_digit() -> None:
     assert not _exact._bernoulli_exp_minus_one(Scripted([first, second + 1]), 1)[0]
     assert _exact._bernoulli_exp_minus_one(Scripted([first - 1]), 1)[0]
     assert not _exact._bernoulli_exp_minus_one(Scripted([first + 1]), 1)[0]
+
+
+@pytest.mark.parametrize("bound", [1, 2, 3, 65_537, 2**32, 2**32 + 1, 2**53 + 7, 2**62, 2**63 - 1])
+@pytest.mark.parametrize("shape", [(1,), (17,), (2, 9)])
+def test_seeded_source_draws_the_same_stream_for_one_bound_or_many(
+    bound: int, shape: tuple
+) -> None:
+    # The seeded source takes NumPy's scalar-bound path when every bound is equal (faster);
+    # seeded releases must stay bit for bit what the per-element path drew, and the
+    # generator must be left in the same state.
+    fast = SeededRandom(np.random.default_rng(bound % 997))
+    reference = np.random.default_rng(bound % 997)
+    got = fast.uniform_below(np.full(shape, bound, dtype=np.int64))
+    want = reference.integers(0, np.full(shape, bound, dtype=np.int64), dtype=np.int64)
+    assert got.shape == want.shape and np.array_equal(got, want)
+    assert fast.generator().integers(0, 2**62) == reference.integers(0, 2**62)

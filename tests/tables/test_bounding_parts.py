@@ -91,6 +91,51 @@ def test_parts_keep_the_same_rows_as_one_window(
         assert _sorted(a) == _sorted(b), name
 
 
+def _window_plan(rows: str, contribution: Contribution, valued: bool) -> str:
+    """The one-window plan of 7905ff0 for an ungrouped query: what ``first_rows`` replaces."""
+    k = int(contribution.max_rows)
+    if valued:
+        return f"SELECT * FROM ({rows}) QUALIFY {_sql.bounded(contribution, [])}"
+    # A count keeps min(rows, k) of a person's rows, whichever they are.
+    return f"SELECT * FROM ({rows}) QUALIFY row_number() OVER (PARTITION BY {_sql.PID}) <= {k}"
+
+
+def _ungrouped_calls(rows: Rows) -> dict[str, Any]:
+    x = Value("x", numeric=True, bounds=(0.0, 100.0))
+    filled = Value("x", numeric=True, bounds=(0.0, 100.0), nulls="replace", replacement=3.0)
+    g = Value("g", numeric=False, nulls="replace", replacement="none")
+    edges = list(np.linspace(0.0, 100.0, 11))
+    return {
+        "count": lambda e: e.moments(rows, None, ()),
+        "moments": lambda e: e.moments(rows, x, (), 50.0, [G, 2.0**-8]),
+        "moments, filled": lambda e: e.moments(rows, filled, (), 50.0, [G, 2.0**-8]),
+        "grid": lambda e: e.grid_counts(rows, x, (), 0.0, 1.0, 101),
+        "bins": lambda e: e.bin_counts(rows, x, (), edges),
+        "values": lambda e: e.value_counts(rows, g, ()),
+        "dropped text": lambda e: e.value_counts(rows, Value("g", numeric=False), ()),
+    }
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frame=tables(), k=st.integers(1, 3), salt=st.integers(0, 2**62), parts=st.booleans())
+def test_the_per_person_aggregate_keeps_the_rows_of_the_window(
+    frame: pd.DataFrame, k: int, salt: int, parts: bool
+) -> None:
+    """Ungrouped queries rank a person's rows by a hash aggregate (``min_by``), not a window:
+    the same kept rows, hence the same answers, for hostile ids and values (NaN, None, ±inf)."""
+    con = connect()
+    con.register("t", frame)
+    engine = DuckDBEngine(con, "t", rows_per_part=5 if parts else None)
+    rows = Rows(contribution=Contribution("pid", k, salt))
+    calls = _ungrouped_calls(rows)
+    ours = {name: call(engine) for name, call in calls.items()}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_sql, "first_rows", _window_plan)
+        windowed = {name: call(engine) for name, call in calls.items()}
+    for name in calls:
+        assert _sorted(ours[name]) == _sorted(windowed[name]), name
+
+
 def test_a_person_is_in_exactly_one_part_as_duckdb_partitions_it() -> None:
     """The split hashes what PARTITION BY compares: -0.0 with 0.0, binary text apart."""
     con = connect()

@@ -357,6 +357,45 @@ def test_which_rows_are_kept_does_not_depend_on_other_people_audit(
     assert not broken.passed
 
 
+def _ungrouped_position_audit(runs: int, seed: int, people: int = 200) -> AuditResult:
+    """:func:`_position_audit` without grouping: the per-person aggregate (``min_by``) path."""
+    rows = [(j, x, "a") for j in range(people) for x in (0.0, 100.0)]
+    base = pd.DataFrame(rows, columns=["pid", "x", "g"])
+    neighbour = pd.DataFrame([(999_999, 0.0, "b"), *rows], columns=["pid", "x", "g"])
+    opts = {"privacy_unit": "pid", "max_contributions": 1}
+
+    def samples(frame: pd.DataFrame, rng: int) -> np.ndarray:
+        s = Session.from_pandas(frame, types=types_of(frame), epsilon=1e9, rng=rng, **opts)
+        out = np.empty(runs)
+        for i in range(runs):
+            a, b = s.run(
+                [
+                    Query("sum", "x", epsilon=EPS / 2, bounds=BOUNDS),
+                    Query("sum", "x", epsilon=EPS / 2, bounds=BOUNDS, where={"g": "a"}),
+                ]
+            )
+            out[i] = a.value - b.value
+        return out
+
+    return audit_samples(samples(base, seed), samples(neighbour, seed + 1), epsilon=EPS)
+
+
+@pytest.mark.audit
+def test_ungrouped_row_choice_does_not_depend_on_other_people_audit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ungrouped plan ranks a person's rows by a hash aggregate: audited as the window is.
+
+    (The default run checks instead that the aggregate keeps the window's rows:
+    ``test_bounding_parts.py``; this audit takes minutes, one session query per sample.)
+    """
+    honest = _ungrouped_position_audit(300, 11)
+    assert honest.passed, f"empirical ε ≥ {honest.epsilon_lower_bound:.3f}"
+    with _positional_bounding(monkeypatch):
+        broken = _ungrouped_position_audit(300, 11)
+    assert not broken.passed
+
+
 # ----------------------------------------------------------------------- full set (make audit)
 
 

@@ -117,6 +117,13 @@ def test_contribution_bounding_on_spark(
     assert n_spark == n_duck == expected
     per_person = spark_engine.value_counts(rows, Value("pid", numeric=False), ())
     assert per_person["n"].max() == 4
+    # A count keeps min(rows, k) per person after the filter (no window on either engine).
+    where = (Condition("g", "in", ("a", "b")),)
+    filtered = Rows(where=where, contribution=Contribution("pid", 2, salt=9))
+    kept = data[data["g"].isin(["a", "b"])].groupby("pid").size()
+    n_spark = int(spark_engine.moments(filtered, None, ())["n"].iloc[0])
+    assert n_spark == int(duck.moments(filtered, None, ())["n"].iloc[0])
+    assert n_spark == int(np.minimum(kept, 2).sum())
 
 
 def test_both_engines_treat_values_beyond_the_valid_range_as_missing(spark: Any) -> None:

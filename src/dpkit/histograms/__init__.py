@@ -29,6 +29,8 @@ axes) return a :class:`PublishedGrid` with rectangle queries
 * :func:`ugrid` — a uniform grid sized for N and epsilon (Qardaji et al. 2013).
 * :func:`agrid` — a coarse grid, each cell split by its noisy count (ibid.).
 * :func:`dawa2d` — DAWA over the cells in Hilbert-curve order (Li et al. 2014).
+* :func:`matrix_mechanism2d` — Kronecker products of the optimised 1-D
+  strategies for rectangle workloads (HDMM); exact errors.
 * :func:`auto2d` — the default: AGrid, or 2-D Laplace when counts are large
   (:func:`choose_grid_method`, from the California benchmark).
 
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from dpkit.histograms.hierarchical import hierarchical
     from dpkit.histograms.laplace import laplace
     from dpkit.histograms.matrix_mechanism import matrix_mechanism
+    from dpkit.histograms.matrix_mechanism2d import matrix_mechanism2d
     from dpkit.histograms.methods import publisher
     from dpkit.histograms.noise_first import noise_first
     from dpkit.histograms.select import auto, choose_method
@@ -82,6 +85,7 @@ __all__ = [
     "laplace",
     "laplace2d",
     "matrix_mechanism",
+    "matrix_mechanism2d",
     "methods",
     "noise_first",
     "optimal_histogram",
@@ -110,6 +114,7 @@ __getattr__, __dir__ = lazy_exports(
         "laplace": "dpkit.histograms.laplace",
         "laplace2d": "dpkit.histograms.grids",
         "matrix_mechanism": "dpkit.histograms.matrix_mechanism",
+        "matrix_mechanism2d": "dpkit.histograms.matrix_mechanism2d",
         "methods": "dpkit.histograms.methods",
         "noise_first": "dpkit.histograms.noise_first",
         "optimal_histogram": "dpkit.histograms._optimal",

@@ -121,16 +121,19 @@ def _sse_scan(  # pragma: no cover - compiled
     s1: NDArray[np.float64],
     s2: NDArray[np.float64],
     first: int,
+    last: int,
     penalty: float,
     mu_lo: float,
     mu_hi: float,
 ) -> None:
-    """``out[i] = min_{first <= a < i, base[a] finite} base[a] + penalty + C(a, i)``, i > first.
+    """``out[i] = min_{first <= a < i, base[a] finite} base[a] + penalty + C(a, i)``, first < i <= last.
 
     A k-constrained row: ``base`` is row j - 1, ``first = j - 1``, no penalty.
     The penalised problem: ``base`` *is* ``out`` (each total becomes a
     candidate once computed), ``first = 0``, ``out[0] = 0``. ``out[:first + 1]``
-    is left as the caller set it.
+    and ``out[last + 1:]`` are left as the caller set them. The scan is online
+    (``out[i]`` reads only candidates a < i), so stopping at ``last`` leaves
+    ``out[:last + 1]`` bit for bit what the full scan gives.
     """
     n = s1.size - 1
     consts = np.empty(n + 1)
@@ -146,7 +149,7 @@ def _sse_scan(  # pragma: no cover - compiled
     hi[0] = mu_hi
     owner[0] = first
     n_pieces = 1
-    for i in range(first + 1, n + 1):
+    for i in range(first + 1, last + 1):
         c = i - 1
         if c > first and base[c] < math.inf:
             consts[c] = base[c] + penalty - s2[c]
@@ -184,11 +187,13 @@ def _sse_row(
     mu_hi: float,
     row: NDArray[np.float64],
     start: NDArray[np.int64],
+    rest: int,
 ) -> None:
-    """Row j of the k-constrained table from row j - 1 (``previous``)."""
+    """Row j of the k-constrained table from row j - 1 (``previous``), ends up to j + ``rest``."""
     row[:] = np.inf
     start[:] = 0
-    _sse_scan(previous, row, start, s1, s2, j - 1, 0.0, mu_lo, mu_hi)
+    last = min(s1.size - 1, j + rest)
+    _sse_scan(previous, row, start, s1, s2, j - 1, last, 0.0, mu_lo, mu_hi)
 
 
 def _prefix_sums(
@@ -212,13 +217,14 @@ def _forward(
     previous: NDArray[np.float64],
     first: int,
     last: int,
+    rest: int,
 ) -> Iterator[tuple[int, NDArray[np.float64], NDArray[np.int64]]]:
-    """Rows j = first .. last, starting from row first - 1 (``previous``)."""
+    """Rows j = first .. last, starting from row first - 1 (``previous``); ends <= j + rest."""
     s1, s2, mu_lo, mu_hi = sums
     for j in range(first, last + 1):
         row = np.empty(s1.size)
         start = np.empty(s1.size, dtype=np.int64)
-        _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start)
+        _sse_row(previous, s1, s2, j, mu_lo, mu_hi, row, start, rest)
         yield j, row, start
         previous = row
 
@@ -242,7 +248,7 @@ def sse_rows(
     n = sums[0].size - 1
     if not 1 <= max_bins <= max(n, 1):
         raise ValueError(f"max_bins must be in [1, {n}], got {max_bins}")
-    yield from _forward(sums, _empty_row(n), 1, max_bins)
+    yield from _forward(sums, _empty_row(n), 1, max_bins, n)
 
 
 #: Memory the backward row iterator may keep; beyond it, rows are recomputed.
@@ -250,7 +256,11 @@ ROW_MEMORY = 1 << 30
 
 
 def sse_rows_backwards(
-    values: ArrayLike, max_bins: int, keep: str, memory: int = ROW_MEMORY
+    values: ArrayLike,
+    max_bins: int,
+    keep: str,
+    memory: int = ROW_MEMORY,
+    rest: int | None = None,
 ) -> Iterator[tuple[int, NDArray[Any]]]:
     """Yield ``(j, row)`` for j = max_bins .. 1 (backwards): ``T_j`` or ``start_j``.
 
@@ -260,6 +270,12 @@ def sse_rows_backwards(
     the forward pass and each block of m rows is recomputed from its
     checkpoint on the way back: memory O(sqrt(k)·n), twice the time. A
     public choice: it depends on n and k only.
+
+    ``rest`` (public): compute row j only at ends i <= j + ``rest`` (the other
+    entries are +inf), the ends where the j-th boundary of a histogram of all
+    n values with ``max_bins + 1`` bins can fall when ``rest = n - max_bins - 1``.
+    Row j there reads row j - 1 only below j + ``rest``, so the entries
+    computed are bit for bit those of the full rows; default: every end.
     """
     if keep not in ("values", "starts"):
         raise ValueError("keep must be 'values' or 'starts'")
@@ -267,20 +283,21 @@ def sse_rows_backwards(
     n = sums[0].size - 1
     if not 1 <= max_bins <= max(n, 1):
         raise ValueError(f"max_bins must be in [1, {n}], got {max_bins}")
+    ends = n if rest is None else int(rest)
     width = 8 if keep == "values" else 4
     fits = max_bins * (n + 1) * width <= memory
     block = max_bins if fits else max(1, math.isqrt(max_bins))
     # Checkpoints: the T row before each block (row 0 is the empty histogram).
     checkpoints = {0: _empty_row(n)}
     if not fits:
-        for j, row, _ in _forward(sums, checkpoints[0], 1, max_bins - 1):
+        for j, row, _ in _forward(sums, checkpoints[0], 1, max_bins - 1, ends):
             if j % block == 0:
                 checkpoints[j] = row
     for base in sorted(checkpoints, reverse=True):
         kept = [
             row if keep == "values" else start.astype(np.int32)
             for _, row, start in _forward(
-                sums, checkpoints[base], base + 1, min(base + block, max_bins)
+                sums, checkpoints[base], base + 1, min(base + block, max_bins), ends
             )
         ]
         for offset in range(len(kept) - 1, -1, -1):
@@ -317,7 +334,7 @@ def sse_penalised(values: ArrayLike, penalty: float) -> tuple[NDArray[np.int64],
     total = np.full(n + 1, np.inf)
     total[0] = 0.0
     start = np.zeros(n + 1, dtype=np.int64)
-    _sse_scan(total, total, start, s1, s2, 0, float(penalty), mu_lo, mu_hi)
+    _sse_scan(total, total, start, s1, s2, 0, n, float(penalty), mu_lo, mu_hi)
     bounds = [n]
     for _ in range(n):  # start[j] < j: at most n steps back to 0
         if bounds[-1] <= 0:

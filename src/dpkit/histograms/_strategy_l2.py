@@ -221,6 +221,28 @@ def _diag_inverse_sqrt(diag: FloatArray, off: FloatArray) -> FloatArray:
     return out
 
 
+#: LAPACK driver for the design's one tridiagonal eigendecomposition, per workload (a public
+#: rule, by measurement at n = 4,096 on the converged K⁻¹, one thread): prefixes MRRR
+#: (dstemr) 2.2 s against divide and conquer (dstevd) 4.3-4.6 s; all ranges dstevd 2.6-2.9 s
+#: against dstemr 4.1-4.2 s.
+EIGEN_DRIVER = {"prefixes": "stemr", "ranges": "stevd"}
+
+
+def _tridiagonal_eigh(
+    diag: FloatArray, off: FloatArray, driver: str
+) -> tuple[FloatArray, FloatArray]:
+    """All eigenpairs of a symmetric tridiagonal matrix (``driver``: "stemr" or "stevd")."""
+    from scipy.linalg import eigh_tridiagonal, lapack
+
+    if driver == "stemr":
+        mu, vec = eigh_tridiagonal(diag, off, lapack_driver="stemr", check_finite=False)
+        return mu, vec
+    mu, vec, info = lapack.dstevd(diag, off, compute_v=1)
+    if info != 0:  # pragma: no cover - dstevd converges on symmetric tridiagonals
+        raise ArithmeticError(f"tridiagonal eigendecomposition failed (dstevd info {info})")
+    return mu, vec
+
+
 def _fixed_point(diag_of_half: Any, n: int, m: int) -> tuple[FloatArray, int]:
     """The multiplicative weights w <- w·(G_ii/mean)^STEP, G_ii = (K^½)_ii / w_i (public rule).
 
@@ -276,16 +298,37 @@ def _finish(
     )
 
 
+def _weighted_tridiagonal(gram: Gram, w: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """K⁻¹ = D⁻¹M⁻¹D⁻¹ (D = diag(√w)) as (diagonal, off-diagonal), prefixes / all ranges."""
+    a, b = _m_inverse_tridiagonal(gram)
+    d = np.sqrt(w)
+    return a / w, b / (d[:-1] * d[1:])
+
+
+def tridiagonal_weights(gram: Gram) -> tuple[FloatArray, int]:
+    """The fixed point's weights and step count for prefixes / all ranges (O(n) per node).
+
+    Each step is one quadrature of diag(K^½) (:func:`_diag_inverse_sqrt`); the
+    count is the build's public work measure (pinned at 4,096 bins in the tests).
+    """
+
+    def half_tri(w: FloatArray) -> tuple[FloatArray, float]:
+        half = _diag_inverse_sqrt(*_weighted_tridiagonal(gram, w))
+        return half, float(half.sum())
+
+    return _fixed_point(half_tri, gram.n, gram.m)
+
+
 def weighted_eigen_design(gram: Gram) -> WeightedEigenDesign:
     """The weighted eigen-design for the workload (the ℓ2 optimum up to the certified gap).
 
     Prefixes / all ranges: n <= :data:`TRIDIAGONAL_LIMIT`; the fixed point uses
     O(n) quadrature steps on the tridiagonal K⁻¹ = D⁻¹M⁻¹D⁻¹ and the design one
-    tridiagonal eigendecomposition (SciPy's ``eigh_tridiagonal``; n² memory).
+    tridiagonal eigendecomposition (:data:`EIGEN_DRIVER`; n² memory).
     Explicit ranges: at most :data:`DENSE_LIMIT` covered bins (dense ``eigh``
     per step); uncovered bins are not measured (reconstructed as 0, never asked).
     """
-    from scipy.linalg import eigh, eigh_tridiagonal
+    from scipy.linalg import eigh
 
     if gram.kind in ("prefixes", "ranges"):
         if gram.n > TRIDIAGONAL_LIMIT:
@@ -293,22 +336,12 @@ def weighted_eigen_design(gram: Gram) -> WeightedEigenDesign:
                 f"the weighted eigen-design needs n <= {TRIDIAGONAL_LIMIT}; use "
                 "square_root_factorisation (prefixes) or ranges_eigen_design (all ranges)."
             )
-        a, b = _m_inverse_tridiagonal(gram)
-
-        def tri(w: FloatArray) -> tuple[FloatArray, FloatArray]:
-            d = np.sqrt(w)
-            return a / w, b / (d[:-1] * d[1:])
-
-        def half_tri(w: FloatArray) -> tuple[FloatArray, float]:
-            diag_t, off_t = tri(w)
-            half = _diag_inverse_sqrt(diag_t, off_t)
-            return half, float(half.sum())
-
-        w, steps = _fixed_point(half_tri, gram.n, gram.m)
+        w, steps = tridiagonal_weights(gram)
+        diag_k, off_k = _weighted_tridiagonal(gram, w)
         if gram.n == 1:
-            mu, vec = tri(w)[0], np.ones((1, 1))
+            mu, vec = diag_k, np.ones((1, 1))
         else:
-            mu, vec = eigh_tridiagonal(*tri(w))
+            mu, vec = _tridiagonal_eigh(diag_k, off_k, EIGEN_DRIVER[gram.kind])
         # Eigenvalues of K are 1/μ; order is irrelevant to the design.
         return _finish(gram, np.arange(gram.n), w, 1.0 / mu, vec, steps)
     covered = np.flatnonzero(gram.diag() > 0)
@@ -378,17 +411,28 @@ class SquareRootFactorisation(L2Strategy):
         g = hi - lo + 1; O(n) per distinct length g (cumulative sums), never n × n.
         """
         a, b = _as_int_ranges(lo, hi, self.n)
-        c = self.coefficients
-        head = np.cumsum(c * c)
-        out = head[b - a].copy()
-        gaps = b - a + 1
-        for g in np.unique(gaps[a > 0]):
-            diff = c[g:] - c[: self.n - g]
-            tail = np.r_[0.0, np.cumsum(diff * diff)]
-            sel = (gaps == g) & (a > 0)
-            out[sel] += tail[a[sel]]
-        result: FloatArray = out / self.scale**2
+        result: FloatArray = toeplitz_range_variance(self.coefficients, a, b) / self.scale**2
         return result
+
+
+def toeplitz_range_variance(
+    c: FloatArray, a: NDArray[np.int64], b: NDArray[np.int64]
+) -> FloatArray:
+    """|row_b(L) - row_(a-1)(L)|² for L lower-triangular Toeplitz of first column c (row_-1 = 0).
+
+    = Σ_(k<=b-a) c_k² + Σ_(t<a)(c_(t+g) - c_t)², g = b - a + 1; O(n) per distinct g.
+    Ranges [a, b] must be checked (0 <= a <= b < len(c)).
+    """
+    n = c.size
+    head = np.cumsum(c * c)
+    out: FloatArray = head[b - a].copy()
+    gaps = b - a + 1
+    for g in np.unique(gaps[a > 0]):
+        diff = c[g:] - c[: n - g]
+        tail = np.r_[0.0, np.cumsum(diff * diff)]
+        sel = (gaps == g) & (a > 0)
+        out[sel] += tail[a[sel]]
+    return out
 
 
 def square_root_factorisation(gram: Gram) -> SquareRootFactorisation:
@@ -535,11 +579,13 @@ def build_design(name: str, gram: Gram) -> L2Strategy:
     return strategy
 
 
-def best_l2_strategy(gram: Gram) -> L2Strategy:
+def best_l2_strategy(gram: Gram, *, store: bool = True) -> L2Strategy:
     """The applicable design with the lowest exact unit error (ties: earlier in :data:`DESIGNS`).
 
     A function of the public workload only; cached per ``gram.key`` (the last
-    :data:`CACHE_SIZE` workloads).
+    :data:`CACHE_SIZE` workloads). ``store=False`` reads the cache but does not
+    add to it (the stored strategies of :mod:`dpkit.histograms._strategy_exact`
+    need the design once, not its n × n eigenvectors kept beside their own cache).
     """
     key = gram.key
     if key in _CACHE:
@@ -555,11 +601,15 @@ def best_l2_strategy(gram: Gram) -> L2Strategy:
         if best is None or candidate.unit_error < best.unit_error:
             best = candidate
     assert best is not None
+    if not store:
+        return best
     if len(_CACHE) >= CACHE_SIZE:
         del _CACHE[next(iter(_CACHE))]
     _CACHE[key] = best
     return best
 
 
-CACHE_SIZE = 16
+#: Few: a design over 4,096 bins holds about 128 MB (the exact strategies built from it are
+#: cached on their own, in :mod:`dpkit.histograms._strategy_exact`).
+CACHE_SIZE = 2
 _CACHE: dict[tuple[Any, ...], L2Strategy] = {}

@@ -5,7 +5,10 @@ McKenna, Miklau, Hay, Machanavajjhala, "Optimizing error of high-dimensional
 statistical queries under differential privacy", VLDB 2018. A public strategy A,
 optimised for the workload (:mod:`dpkit.histograms._strategy_l1`), is measured
 with Laplace noise and the unit counts are estimated by least squares, so every
-range sum's error is known exactly before the release.
+range sum's error is known exactly before the release. ``noise="gaussian"``
+(:func:`gaussian_matrix_mechanism`) measures an ℓ2-optimal design
+(:mod:`dpkit.histograms._strategy_exact`) with discrete Gaussian noise instead:
+(epsilon, delta)-DP and rho-zCDP.
 """
 
 from __future__ import annotations
@@ -47,13 +50,16 @@ def check_bins(n: int, rows: int | None = None) -> None:
 
 def matrix_mechanism(
     counts: ArrayLike,
-    epsilon: float,
+    epsilon: float | None = None,
     *,
     workload: Any = "ranges",
     rows: int | None = None,
     rng: object = None,
     accountant: Any = None,
     edges: ArrayLike | None = None,
+    noise: str = "laplace",
+    delta: float | None = None,
+    rho: float | None = None,
 ) -> PublishedHistogram:
     """Publish unit counts through a workload-optimised strategy A = [I; Θ] D and least squares.
 
@@ -97,21 +103,45 @@ def matrix_mechanism(
         accountant: optional :class:`dpkit.accounting.Accountant`; epsilon is
             charged before the counts are read.
         edges: public value-space edges of the unit bins (n + 1), for labels.
+        noise: ``"laplace"`` (default: epsilon-DP, as above) or ``"gaussian"``
+            ((epsilon, delta)-DP and rho-zCDP through an ℓ2-optimal strategy,
+            :func:`gaussian_matrix_mechanism`; needs ``delta`` and either
+            ``epsilon`` or ``rho``).
+        delta, rho: the Gaussian release's budget (``noise="gaussian"`` only).
 
     Returns:
         A :class:`PublishedHistogram` with unit bins and exact ``range_variance``.
     """
+    from dpkit.errors import InvalidParameterError
+
+    if noise == "gaussian":
+        if rows is not None:
+            raise InvalidParameterError(
+                "rows sets the Laplace strategy's aggregate rows; the Gaussian release "
+                "chooses its strategy itself: leave rows unset with noise='gaussian'."
+            )
+        return gaussian_matrix_mechanism(
+            counts,
+            epsilon,
+            delta=delta,
+            rho=rho,
+            workload=workload,
+            rng=rng,
+            accountant=accountant,
+            edges=edges,
+        )
+    if noise != "laplace":
+        raise InvalidParameterError("noise must be 'laplace' or 'gaussian'.")
+    if delta is not None or rho is not None:
+        raise InvalidParameterError(
+            "delta and rho apply to noise='gaussian'; the Laplace release is epsilon-DP "
+            "(pass epsilon only, or noise='gaussian')."
+        )
     from dpkit.histograms._range_grams import gram_for, svd_bound
     from dpkit.histograms._strategy_l1 import checked_rows, p_identity
     from dpkit.mechanisms import Laplace
 
-    x = check_counts(counts)
-    if not np.array_equal(x, np.floor(x)) or float(x.sum()) >= EXACT_TOTAL:
-        # The sensitivity argument needs A x computed exactly (see above).
-        raise DataError(
-            "the matrix mechanism takes whole-number counts (one row moves one count by 1) "
-            "totalling fewer than 2**33 rows; round weighted counts, or use hb for larger tables."
-        )
+    x = _exact_counts(counts)
     eps = epsilon_of(epsilon)
     unit_edges = check_edges(edges, x.size)
     check_bins(x.size, checked_rows(x.size, rows))
@@ -136,30 +166,143 @@ def matrix_mechanism(
         "ratio_to_bound": math.sqrt(unit_error / bound),
         "hb_expected_rmse": _hb_rmse(x.size, eps, gram.kind),
     }
-    # Exact per-unit standard deviations, from public parameters only.
-    errors = np.sqrt(noise_variance * np.maximum(strategy.unit_variances(), 0.0))
-    payer = as_accountant(accountant)
+    return _publish(
+        strategy, mechanism, noise_variance, x, details=details, edges=unit_edges,
+        accountant=accountant, rng=rng, cost=Budget(eps), epsilon=eps,
+    )  # fmt: skip
 
-    def range_variance(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.float64]:
-        return noise_variance * strategy.range_variances(lo, hi)
 
-    def release() -> PublishedHistogram:
-        remaining = None if payer is None else payer.remaining
-        noisy = np.asarray(
-            mechanism.randomise(strategy.measure(x), rng=source_for(rng)), dtype=np.float64
+def _exact_counts(counts: ArrayLike) -> NDArray[np.float64]:
+    """Checked counts: whole numbers totalling below 2³³, so that A x is computed exactly."""
+    x = check_counts(counts)
+    if not np.array_equal(x, np.floor(x)) or float(x.sum()) >= EXACT_TOTAL:
+        # The sensitivity argument needs A x computed exactly (see the docstrings).
+        raise DataError(
+            "the matrix mechanism takes whole-number counts (one row moves one count by 1) "
+            "totalling fewer than 2**33 rows; round weighted counts, or use hb for larger tables."
         )
-        return PublishedHistogram(
-            estimates=strategy.reconstruct(noisy),
-            bins=np.arange(x.size + 1, dtype=np.int64),
-            epsilon=eps,
-            method="matrix_mechanism",
-            errors=errors,
-            edges=unit_edges,
-            details={**details, "remaining": remaining},
-            range_variance=range_variance,
-        )
+    return x
 
-    return charge_and_run(payer, Budget(eps), "histogram: matrix_mechanism", release)
+
+def gaussian_matrix_mechanism(
+    counts: ArrayLike,
+    epsilon: float | None = None,
+    *,
+    delta: float | None = None,
+    rho: float | None = None,
+    workload: Any = "ranges",
+    rng: object = None,
+    accountant: Any = None,
+    edges: ArrayLike | None = None,
+) -> PublishedHistogram:
+    """Publish unit counts through an ℓ2-optimal strategy with discrete Gaussian noise.
+
+    ``matrix_mechanism(..., noise="gaussian")`` calls this. The strategy A
+    (:func:`dpkit.histograms._strategy_exact.exact_strategy`, public) is the
+    stored form of the best ℓ2 design of :mod:`dpkit.histograms._strategy_l2`:
+    for prefixes and all ranges up to 4,096 bins the Cholesky factor R of the
+    weighted eigen-design's AᵀA (upper triangular, same error), beyond that and
+    for explicit ranges the square-root factorisation of the prefix matrix
+    (lower-triangular Toeplitz), whichever has the lower exact error. Every
+    stored entry is a whole multiple of 2⁻²⁰ of magnitude at most 1.
+
+    Privacy: (epsilon, delta)-DP and rho-zCDP for add/remove one row. Adding or
+    removing a row changes one unit count x_i by 1, so A x moves by ±A e_i, of
+    2-norm at most Δ₂, the exact maximum column 2-norm of the stored A (integer
+    sums of squares of the numerators, the root rounded up onto 2⁻²⁰; about 1).
+    The values fed to the mechanism are A x *exactly*: for whole counts with
+    total below 2³³ (others are refused before the charge) every product
+    q·x_j (q the integer numerator, |q| <= 2²⁰) and every partial sum of them
+    is an integer below 2²⁰·2³³ = 2⁵³ in magnitude, so each floating-point
+    operation is exact in any order (BLAS blocking, FMA), and the final
+    division by 2²⁰ is exact. They go to :class:`dpkit.mechanisms.Gaussian`
+    with sensitivity Δ₂, ``size`` = n and the 2⁻²⁰ grid, on which A x lies
+    (the rounding is the identity, and the grid's ℓ2 sensitivity Δ₂·2²⁰ + √n
+    steps still counts it): exact discrete Gaussian noise, calibrated either to
+    (``epsilon``, ``delta``) by the multivariate zCDP check
+    (σ² >= D²/(2ρ) with ρ the largest zCDP that implies (epsilon, delta)) or
+    to ``rho`` (``Gaussian.from_rho``; epsilon is then the CKS conversion at
+    ``delta``). The charge is ``Budget(epsilon, delta, rho=ρ)``, so a zCDP
+    accountant composes ρ. A is a deterministic function of n and the
+    workload, both public; the estimate A⁻¹y is post-processing.
+
+    Accuracy: unbiased; the estimates' noise covariance is σ²(AᵀA)⁻¹ for the
+    stored A (the discrete Gaussian's variance is at most σ², and equal to it
+    within e^(-2π²σ²/g²) at this grid), so ``errors``, ``answer_error`` and
+    ``details["expected_rmse"]`` (the per-query RMSE over the workload,
+    σ·sqrt(tr(M (AᵀA)⁻¹)/m)) are exact; ``svd_bound_rmse`` is the ℓ2 SVD lower
+    bound for any strategy with the same noise per unit sensitivity (σ/Δ₂),
+    and ``ratio_to_bound`` their ratio.
+
+    Args:
+        counts: the true count of each of the n <= 65,536 unit bins (whole, >= 0).
+        epsilon: the ε of an (epsilon, delta) budget; or None with ``rho``.
+        delta: δ (in (0, 1)); required.
+        rho: a ρ-zCDP budget instead of epsilon.
+        workload, rng, accountant, edges: as for :func:`matrix_mechanism`.
+
+    Returns:
+        A :class:`PublishedHistogram` with ``delta`` and ``rho`` set.
+    """
+    from dpkit.errors import InvalidParameterError
+    from dpkit.histograms._range_grams import gram_for
+    from dpkit.histograms._strategy_exact import QUANTUM, exact_strategy
+    from dpkit.histograms._strategy_exact import memory_needed as exact_memory
+    from dpkit.histograms.memory import check_memory
+    from dpkit.mechanisms import Gaussian
+
+    x = _exact_counts(counts)
+    if delta is None:
+        raise InvalidParameterError(
+            "noise='gaussian' needs delta (e.g. delta=1e-6, well below 1/rows)."
+        )
+    if (epsilon is None) == (rho is None):
+        raise InvalidParameterError(
+            "noise='gaussian' takes either epsilon (an (epsilon, delta) budget) or rho "
+            "(a zCDP budget), not both and not neither."
+        )
+    unit_edges = check_edges(edges, x.size)
+    if x.size > MAX_BINS:
+        raise InvalidParameterError(
+            f"the matrix mechanism takes at most {MAX_BINS:,} unit bins (got {x.size:,}); "
+            "use hb or dawa for larger domains."
+        )
+    check_memory(
+        exact_memory(x.size), f"the matrix mechanism over {x.size:,} bins", "use fewer bins."
+    )
+    gram = gram_for(x.size, workload)
+    strategy = exact_strategy(gram)
+    if rho is None:
+        mechanism = Gaussian(
+            epsilon=epsilon_of(epsilon),
+            delta=delta,
+            sensitivity=strategy.sensitivity,
+            size=x.size,
+            granularity=QUANTUM,
+        )
+    else:
+        mechanism = Gaussian.from_rho(
+            rho, delta=delta, sensitivity=strategy.sensitivity, size=x.size, granularity=QUANTUM
+        )
+    noise_variance = mechanism.sigma**2
+    unit_sigma = mechanism.sigma / strategy.sensitivity
+    details: dict[str, Any] = {
+        "strategy": strategy.name,
+        "noise": "gaussian",
+        "workload": gram.kind,
+        "sigma": mechanism.sigma,
+        "sensitivity": strategy.sensitivity,
+        "unit_error": strategy.unit_error,
+        "expected_rmse": math.sqrt(noise_variance * strategy.trace),
+        "svd_bound_rmse": unit_sigma * math.sqrt(strategy.svd_bound),
+        "ratio_to_bound": math.sqrt(strategy.unit_error / strategy.svd_bound),
+        "hb_expected_rmse": None,  # Hb's figure is for Laplace noise
+    }
+    return _publish(
+        strategy, mechanism, noise_variance, x, details=details, edges=unit_edges,
+        accountant=accountant, rng=rng, cost=mechanism.cost, epsilon=mechanism.epsilon,
+        delta=mechanism.delta, rho=float(mechanism.charged_rho), event=mechanism.event,
+    )  # fmt: skip
 
 
 def expected_variance(n: int, epsilon: float, workload: str = "ranges") -> float:
@@ -189,3 +332,51 @@ def _hb_rmse(n: int, epsilon: float, kind: str) -> float | None:
     if kind == "explicit":  # Hb is chosen for "prefixes" or "ranges" only
         return None
     return math.sqrt(hb_variance(n, epsilon, kind))
+
+
+def _publish(
+    strategy: Any,
+    mechanism: Any,
+    noise_variance: float,
+    x: NDArray[np.float64],
+    *,
+    details: dict[str, Any],
+    edges: Any,
+    accountant: Any,
+    rng: object,
+    cost: Budget,
+    epsilon: float,
+    delta: float = 0.0,
+    rho: float | None = None,
+    event: Any = None,
+) -> PublishedHistogram:
+    """Charge ``cost``, then measure A x with ``mechanism`` and reconstruct (both publishers).
+
+    The errors come from public parameters only; the counts are read only
+    inside the release, after the charge.
+    """
+    errors = np.sqrt(noise_variance * np.maximum(strategy.unit_variances(), 0.0))
+    payer = as_accountant(accountant)
+
+    def range_variance(lo: NDArray[np.int64], hi: NDArray[np.int64]) -> NDArray[np.float64]:
+        return noise_variance * strategy.range_variances(lo, hi)
+
+    def release() -> PublishedHistogram:
+        remaining = None if payer is None else payer.remaining
+        noisy = np.asarray(
+            mechanism.randomise(strategy.measure(x), rng=source_for(rng)), dtype=np.float64
+        )
+        return PublishedHistogram(
+            estimates=strategy.reconstruct(noisy),
+            bins=np.arange(x.size + 1, dtype=np.int64),
+            epsilon=epsilon,
+            method="matrix_mechanism",
+            errors=errors,
+            edges=edges,
+            details={**details, "remaining": remaining},
+            range_variance=range_variance,
+            delta=delta,
+            rho=rho,
+        )
+
+    return charge_and_run(payer, cost, "histogram: matrix_mechanism", release, event=event)

@@ -127,7 +127,7 @@ _PUBLISHERS_1D = _table(
             "matrix_mechanism",
             1,
             _H + "matrix_mechanism",
-            _EDGES | {"workload", "rows"},
+            _EDGES | {"workload", "rows", "noise", "delta", "rho"},
             "a strategy optimised for the workload, least squares (HDMM, McKenna et al. 2018)",
         ),
         Publisher(
@@ -169,6 +169,13 @@ _PUBLISHERS_2D = _table(
             _H + "dawa2d",
             _XY | {"partition_share"},
             "DAWA over the cells in Hilbert-curve order (Li et al. 2014)",
+        ),
+        Publisher(
+            "matrix_mechanism2d",
+            2,
+            _H + "matrix_mechanism2d",
+            _XY | {"workload"},
+            "optimised 1-D strategies per axis (Kronecker, HDMM), least squares, exact errors",
         ),
         Publisher(
             "laplace2d", 2, _H + "grids", _XY, "Laplace noise on every unit cell (the baseline)"

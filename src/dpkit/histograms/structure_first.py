@@ -170,7 +170,9 @@ def sample_structure(
     boundaries[0], boundaries[n_bins] = 0, n
     if objective == "sse":
         # T rows from the pruned programme, newest first: the draws go right to left.
-        rows = sse_rows_backwards(structure_counts, n_bins - 1, "values")
+        # Draw j reads row j below r_(j+1) <= n - (k - 1 - j): the rows' other ends
+        # are never read, so they are not computed (a public cut: n and k only).
+        rows = sse_rows_backwards(structure_counts, n_bins - 1, "values", rest=n - n_bins)
         sums = prefix_sums(structure_counts)
         costs = None
     else:

@@ -180,6 +180,11 @@ class SeededRandom:
 
     def uniform_below(self, bound: NDArray[np.int64]) -> NDArray[np.int64]:
         bound_arr = np.asarray(bound, dtype=np.int64)
+        if bound_arr.ndim and bound_arr.size and bound_arr.min() == bound_arr.max():
+            # One bound for all (the samplers' usual call): NumPy's scalar-bound path
+            # draws the same numbers from the same stream, about twice as fast.
+            high = int(bound_arr.flat[0])
+            return self._gen.integers(0, high, size=bound_arr.shape, dtype=np.int64)
         return self._gen.integers(0, bound_arr, dtype=np.int64)
 
     def bits(self, size: int) -> NDArray[np.bool_]:

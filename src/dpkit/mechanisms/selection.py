@@ -38,6 +38,7 @@ excluded must not depend on the data.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -60,6 +61,20 @@ _MAX_EPSILON_DEN = 1 << 30
 _INT64_SAFE = 1 << 62
 
 
+@functools.lru_cache(maxsize=256)
+def _budget(epsilon: float) -> Budget:
+    """``Budget(epsilon)``, built once per epsilon (Budgets are immutable; callers such as
+    StructureFirst's k - 1 draws select thousands of times with one epsilon)."""
+    return Budget(epsilon)
+
+
+def _budget_of(epsilon: Any) -> Budget:
+    # Only floats are cached: a Fraction equal to a float's binary value hashes like it
+    # but is its own (different) exact budget.
+    return _budget(epsilon) if type(epsilon) is float else Budget(epsilon)
+
+
+@functools.lru_cache(maxsize=256)
 def _rational_epsilon(epsilon: float) -> Fraction:
     """epsilon as a rational with a short denominator, never larger than epsilon.
 
@@ -197,7 +212,7 @@ def exponential(
             raise sampling_limit("the exponential mechanism")
         return int(chosen[0]) if scalar else chosen
 
-    return charge_and_run(as_accountant(accountant), Budget(epsilon), "exponential", select)
+    return charge_and_run(as_accountant(accountant), _budget_of(epsilon), "exponential", select)
 
 
 def permute_and_flip(

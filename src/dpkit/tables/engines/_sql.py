@@ -200,10 +200,11 @@ def base_query(
             where.append(keep)
     contribution = rows.contribution
     if contribution is not None:
-        # The rank key hashes the row's own content with the query's salt: never its
-        # position, which other people's rows (or the filter) would shift.
         select.append(f"{quote(contribution.column)} AS {PID}")
-        select.append(f"hash({ROW}, {int(contribution.salt)}) AS {POS}")
+        if group_by or value is not None:
+            # The rank key hashes the row's own content with the query's salt: never its
+            # position, which other people's rows (or the filter) would shift.
+            select.append(f"hash({ROW}, {int(contribution.salt)}) AS {POS}")
         where.append(f"{quote(contribution.column)} IS NOT NULL")
         if part is not None and part[1] > 1:
             where.append(person_part(quote(contribution.column), *part))
@@ -213,8 +214,32 @@ def base_query(
     if where:
         sql += " WHERE " + " AND ".join(f"({w})" for w in where)
     if contribution is not None:
+        if not group_by:
+            return first_rows(sql, contribution, value is not None)
         sql = f"SELECT * FROM ({sql}) QUALIFY " + bounded(contribution, group_list(group_by))
     return sql
+
+
+def first_rows(rows: str, contribution: Contribution, valued: bool) -> str:
+    """A person's first ``max_rows`` rows of ``rows`` by the row hash, for an ungrouped query.
+
+    The same rows as :func:`bounded`'s window (its selection and proof are
+    :class:`~dpkit.tables.engines.base.Contribution`'s), found by a hash
+    aggregate per person instead of a window over the table: DuckDB's
+    ``min_by(v, hash, k)`` keeps the values of the ``k`` rows with the
+    smallest hashes (ties are identical rows, so identical values). It never
+    sorts the table, and it keeps at most ``k`` values per person. ``v`` is
+    never NULL here (:func:`value_sql` drops or fills every missing value),
+    so ``min_by``, which skips NULL values, drops no row. Without a value
+    (a count) the rows' content does not matter, only how many a person
+    keeps: ``min(rows, k)``, with no hash at all.
+    """
+    k = int(contribution.max_rows)
+    if valued:
+        kept = f"unnest(min_by({V}, {POS}, {k})) AS {V}"
+    else:
+        kept = f"unnest(range(least(count(*), {k}))) AS __dpkit_one"
+    return f"SELECT {kept} FROM ({rows}) GROUP BY {PID}"
 
 
 def person_part(person: str, j: int, parts: int) -> str:

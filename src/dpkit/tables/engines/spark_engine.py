@@ -193,6 +193,8 @@ class SparkEngine:
             pid = F.col(f"`{contribution.column}`")
             df = df.filter(pid.isNotNull())
             cols.append(pid.alias(_PID))
+            if value is None and not group_by:
+                return self._counted(df.select(*cols), contribution)
             # The row's own content, hashed with the query's salt (64-bit): never an id
             # assigned after filtering, which other people's rows would shift.
             content = [F.col(f"`{c}`") for c in self._df.columns]
@@ -201,6 +203,20 @@ class SparkEngine:
         if contribution is not None:
             df = self._bounded(df, contribution, group_by)
         return df
+
+    def _counted(self, df: Any, contribution: Contribution) -> Any:
+        """An ungrouped count's bounded rows: ``min(rows, max_rows)`` rows per person, no window.
+
+        Which of a person's rows the bound keeps does not change how many it
+        keeps, so a count needs no ranking: one aggregate per person (Spark
+        combines it before the shuffle), then that many placeholder rows. The
+        count equals :meth:`_bounded`'s, whose proof (:class:`Contribution`'s) applies.
+        """
+        F = self._F
+        kept = F.least(F.count(F.lit(1)), F.lit(int(contribution.max_rows)))
+        per_person = df.groupBy(_PID).agg(kept.alias("__dpkit_n"))
+        one = F.explode(F.sequence(F.lit(1), F.col("__dpkit_n"))).alias("__dpkit_one")
+        return per_person.select(one)
 
     def _bounded(self, df: Any, contribution: Contribution, group_by: Sequence[Value]) -> Any:
         """The contribution bound: the rule of ``_sql.bounded`` (DuckDB), in Spark.

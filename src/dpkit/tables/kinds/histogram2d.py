@@ -85,6 +85,10 @@ def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> Histogram2
             f"method='dawa2d' takes at most {MAX_DAWA2D_CELLS:,} unit cells (its partition step "
             "grows with the square of the cells); use fewer bins or method='agrid'."
         )
+    if method == "matrix_mechanism2d":
+        from dpkit.histograms.matrix_mechanism2d import check_cells
+
+        check_cells(len(x_edges) - 1, len(y_edges) - 1)
     n_records = spec.n_records
     if n_records is not None and (
         isinstance(n_records, bool)
@@ -168,7 +172,7 @@ HISTOGRAM2D = Kind(
     or ``edges=(x_edges, y_edges)``. ``method`` is one of
     ``dpkit.histograms.methods.PUBLISHERS_2D``: ``"auto2d"`` (the default: AGrid, or 2-D
     Laplace when the counts are large), ``"agrid"``, ``"ugrid"``,
-    ``"dawa2d"`` or ``"laplace2d"`` (see :mod:`dpkit.histograms`);
+    ``"dawa2d"``, ``"matrix_mechanism2d"`` or ``"laplace2d"`` (see :mod:`dpkit.histograms`);
     ``n_records`` is a public row count for the grid rules (without it
     auto2d/AGrid/UGrid buy a noisy count with 5% of ε).
 
