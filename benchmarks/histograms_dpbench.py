@@ -48,7 +48,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,16 +190,29 @@ def run(
     workloads: tuple[str, ...] = WORKLOADS,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    for name, shape, scale, eps, kind in cells(data_dir, domain, only, scales, epsilons, workloads):
+        measured = run_cell(shape, domain, scale, eps, kind, list(range(reps)))
+        rows.append(summarise(name, scale, eps, kind, measured))
+        print(_progress_line(rows[-1]), flush=True)
+    return rows
+
+
+def cells(
+    data_dir: Path,
+    domain: int,
+    only: list[str] | None,
+    scales: tuple[int, ...],
+    epsilons: tuple[float, ...],
+    workloads: tuple[str, ...],
+) -> Iterator[tuple[str, np.ndarray, int, float, str]]:
+    """The selected cells (shape name, shape, scale, epsilon, workload), in the grid's order."""
     for name, shape in shapes(data_dir, domain).items():
         if only and name not in only:
             continue
         for scale in scales:
             for eps in epsilons:
                 for kind in workloads:
-                    measured = run_cell(shape, domain, scale, eps, kind, list(range(reps)))
-                    rows.append(summarise(name, scale, eps, kind, measured))
-                    print(_progress_line(rows[-1]), flush=True)
-    return rows
+                    yield name, shape, scale, eps, kind
 
 
 # ---------------------------------------------------------------------------
@@ -288,35 +301,30 @@ def run_pieces(
     """Fill runs 0 .. reps - 1 of every selected cell into ``path``; returns runs computed."""
     done = {key: set(cell["runs"]) for key, cell in merge_records(read_records(path)).items()}
     computed = 0
-    for name, shape in shapes(data_dir, domain).items():
-        if only and name not in only:
-            continue
-        for scale in scales:
-            for eps in epsilons:
-                for kind in workloads:
-                    key = (domain, name, scale, float(eps), kind)
-                    missing = [r for r in range(reps) if r not in done.get(key, set())]
-                    for start in range(0, len(missing), chunk):
-                        piece = missing[start : start + chunk]
-                        began = time.perf_counter()
-                        measured = run_cell(shape, domain, scale, eps, kind, piece)
-                        record = {
-                            "domain": domain,
-                            "shape": name,
-                            "scale": scale,
-                            "epsilon": float(eps),
-                            "workload": kind,
-                            "runs": piece,
-                            **measured,
-                            "seconds": round(time.perf_counter() - began, 3),
-                        }
-                        _append_line(path, json.dumps(record))
-                        computed += len(piece)
-                        print(
-                            f"{name:15s} s={scale:>10,} eps={eps:<5g} {kind:8s} runs "
-                            f"{piece[0]}..{piece[-1]} in {record['seconds']:.0f} s",
-                            flush=True,
-                        )
+    for name, shape, scale, eps, kind in cells(data_dir, domain, only, scales, epsilons, workloads):
+        key = (domain, name, scale, float(eps), kind)
+        missing = [r for r in range(reps) if r not in done.get(key, set())]
+        for start in range(0, len(missing), chunk):
+            piece = missing[start : start + chunk]
+            began = time.perf_counter()
+            measured = run_cell(shape, domain, scale, eps, kind, piece)
+            record = {
+                "domain": domain,
+                "shape": name,
+                "scale": scale,
+                "epsilon": float(eps),
+                "workload": kind,
+                "runs": piece,
+                **measured,
+                "seconds": round(time.perf_counter() - began, 3),
+            }
+            _append_line(path, json.dumps(record))
+            computed += len(piece)
+            print(
+                f"{name:15s} s={scale:>10,} eps={eps:<5g} {kind:8s} runs "
+                f"{piece[0]}..{piece[-1]} in {record['seconds']:.0f} s",
+                flush=True,
+            )
     return computed
 
 
