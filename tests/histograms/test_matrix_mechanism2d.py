@@ -174,6 +174,9 @@ def test_grids_beyond_the_limit_are_refused_before_the_charge() -> None:
     side = int(np.sqrt(MAX_CELLS)) + 1
     with pytest.raises(InvalidParameterError, match="at most"):
         matrix_mechanism2d(np.zeros((side, side)), 0.5, accountant=acc)
+    # A long thin grid: few cells, but one axis beyond what the 1-D strategy takes.
+    with pytest.raises(InvalidParameterError, match="unit bins"):
+        matrix_mechanism2d(np.zeros((70_000, 2)), 0.5, accountant=acc)
     assert acc.spent == Budget(0.0)
 
 

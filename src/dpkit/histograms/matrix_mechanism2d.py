@@ -58,12 +58,18 @@ def axis_strategy(n: int, workload: str) -> Any:
 
 
 def check_cells(nx: int, ny: int) -> None:
-    """Refuse a grid of more than :data:`MAX_CELLS` unit cells (public; before any charge)."""
+    """Refuse a grid of more than :data:`MAX_CELLS` unit cells, or an axis the 1-D strategy
+    cannot take (:func:`dpkit.histograms.matrix_mechanism.check_bins`: its optimisation is
+    bounded work from n): public, before any charge."""
+    from dpkit.histograms.matrix_mechanism import check_bins
+
     if nx * ny > MAX_CELLS:
         raise InvalidParameterError(
             f"matrix_mechanism2d takes at most {MAX_CELLS:,} unit cells (got {nx * ny:,}); "
             "use a coarser grid, or ugrid/agrid."
         )
+    for n in (nx, ny):
+        check_bins(n)
 
 
 def _check_workload(workload: object) -> str:
