@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+import _people_loop
+
 
 def _diffprivlib(kind: str, x: np.ndarray, eps: float, spec: dict[str, Any], seed: int) -> Any:
     import diffprivlib.tools as tools
@@ -163,21 +165,12 @@ def _means_opendp(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[st
     }
 
 
-def _means_tumult(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
-    """Tumult Analytics' ``average`` (noisy centred sum / noisy count) in a ρ-zCDP session.
-
-    Tumult has no (ε, δ) → ρ conversion: the session gets ``spec["rho"]``, the
-    largest ρ whose CKS conversion fits (1, 10⁻⁶) (computed by queries.py).
-    """
+def _local_spark() -> Any:
+    """Spark local[2] with a 3 GB driver heap, as Tumult's sessions run here."""
     import os
-    import tempfile
-    from pathlib import Path
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's workers must import tmlt too
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
-    from tmlt.analytics import AddOneRow, QueryBuilder, RhoZCDPBudget, Session
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -188,6 +181,23 @@ def _means_tumult(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[st
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _means_tumult(spec: dict[str, Any], x: np.ndarray, g: np.ndarray) -> dict[str, Any]:
+    """Tumult Analytics' ``average`` (noisy centred sum / noisy count) in a ρ-zCDP session.
+
+    Tumult has no (ε, δ) → ρ conversion: the session gets ``spec["rho"]``, the
+    largest ρ whose CKS conversion fits (1, 10⁻⁶) (computed by queries.py).
+    """
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tmlt.analytics import AddOneRow, QueryBuilder, RhoZCDPBudget, Session
+
+    spark = _local_spark()
     lo, hi = spec["bounds"]
     rho = spec["rho"]
     answers: list[tuple[int, float]] = []
@@ -246,10 +256,225 @@ def means(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _opendp_sd(distribution: str, scale: float) -> float:
+    """Standard deviation of OpenDP's noise, from ``summarize()``'s distribution and scale."""
+    if distribution == "Integer Laplace":  # P(z) ∝ exp(-|z| / scale) on the integers
+        a = np.exp(-1.0 / scale)
+        return float(np.sqrt(2 * a) / (1 - a))
+    if distribution.endswith("Laplace"):
+        return float(np.sqrt(2) * scale)
+    return float(scale)  # Gaussian: the scale is σ
+
+
+def _people_opendp(spec: dict[str, Any]) -> dict[str, Any]:
+    """OpenDP's Polars API on the people table: seven releases at pure ε = 1 each.
+
+    Row-level queries come from one compositor under ``unit_of(contributions=1)``
+    (add/remove one row) with ``loss_of(epsilon=6 R)`` split evenly over the 6 R
+    releases (exactly 1 each); the bounded count from a second compositor under
+    ``unit_of(contributions=1, identifier="pid")`` and OpenDP's own
+    ``truncate_per_group(k)``. ``max_length`` (2 × rows) is the public bound on
+    the length OpenDP's float sums need, not n; the regions are public keys
+    (``invariant="keys"``, ``max_groups=10``).
+    """
+    import opendp.prelude as dp
+    import polars as pl
+
+    dp.enable_features("contrib")
+    frame = pl.read_parquet(spec["paths"]["parquet"]).lazy()
+    rows = int(frame.select(pl.len()).collect().item())  # public: the length bound only
+    reps, regions, k = spec["reps"], spec["regions"], spec["k"]
+    by_region = dp.polars.Margin(
+        by=["region"], invariant="keys", max_length=2 * rows, max_groups=len(regions)
+    )
+    table = dp.Context.compositor(
+        data=frame,
+        privacy_unit=dp.unit_of(contributions=1),
+        privacy_loss=dp.loss_of(epsilon=6.0 * reps),
+        split_evenly_over=6 * reps,
+        margins=[dp.polars.Margin(max_length=2 * rows), by_region],
+    )
+    persons = dp.Context.compositor(
+        data=frame,
+        privacy_unit=dp.unit_of(contributions=1, identifier="pid"),
+        privacy_loss=dp.loss_of(epsilon=1.0 * reps),
+        split_evenly_over=reps,
+        margins=[dp.polars.Margin(max_length=2 * rows)],
+    )
+    age = pl.col("age").fill_null(0.0)
+    income = pl.col("income").fill_null(0.0)
+    candidates = np.linspace(*spec["age"], spec["opendp_grid"]).tolist()
+    queries = {
+        "median_age": lambda: table.query().select(age.dp.median(candidates=candidates)),
+        "mean_income_by_region": lambda: (
+            table.query().group_by("region").agg(income.dp.mean(bounds=tuple(spec["income"])))
+        ),
+        "count_bounded": lambda: persons.query().truncate_per_group(k).select(dp.len()),
+        "count": lambda: table.query().select(dp.len()),
+        "sum_income": lambda: table.query().select(income.dp.sum(bounds=tuple(spec["income"]))),
+        "count_by_region": lambda: table.query().group_by("region").agg(dp.len()),
+        "mean_income": lambda: table.query().select(income.dp.mean(bounds=tuple(spec["income"]))),
+    }
+    stated: dict[str, Any] = {}
+
+    def releaser(name: str) -> Any:
+        def release() -> Any:
+            query = queries[name]()
+            if name not in stated:
+                stated[name] = query.summarize()
+            out = query.release().collect()
+            if out.width == 1:
+                return float(out.item())
+            value = dict(zip(out["region"].to_list(), out[out.columns[1]].to_list(), strict=True))
+            return [float(value[g]) for g in regions]
+
+        return release
+
+    out = _people_loop.run({name: releaser(name) for name in queries}, reps)
+    out["stated"] = {}
+    for name, summary in stated.items():
+        sds = {
+            agg: _opendp_sd(dist, scale)
+            for agg, dist, scale in summary.select("aggregate", "distribution", "scale").rows()
+        }
+        if "Sum" in sds and "Length" in sds:
+            out["stated"][name] = {
+                "sum_sd": sds["Sum"],
+                "count_sd": sds["Length"],
+                "centred": False,
+            }
+        elif name != "median_age":
+            out["stated"][name] = {"sd": next(iter(sds.values()))}
+    base = "pure ε = 1 (loss_of(epsilon)), add/remove one row (unit_of(contributions=1))"
+    out["notes"] = {name: base for name in queries}
+    out["notes"]["median_age"] = (
+        base + f"; exponential mechanism over {spec['opendp_grid']:,} uniform candidates "
+        "(dpkit's 2^20 + 1 took 66–109 s per release in OpenDP at 10^5 rows)"
+    )
+    out["notes"]["mean_income_by_region"] = base + "; noisy sum / noisy length per public region"
+    out["notes"]["mean_income"] = base + "; noisy sum / noisy length (not centred)"
+    out["notes"]["count_bounded"] = (
+        f"pure ε = 1, add/remove one person (unit_of(identifier='pid')), OpenDP's own "
+        f"truncate_per_group({k}): Integer Laplace at sensitivity {k}"
+    )
+    return out
+
+
+def _tumult_sd(noise: dict[str, Any]) -> float:
+    """Standard deviation of one of Tumult's noise draws (``Session._noise_info``), pure DP."""
+    name, parameter = str(noise["noise_mechanism"].name), float(noise["noise_parameter"])
+    if name == "GEOMETRIC":  # two-sided geometric of scale ``parameter``
+        a = np.exp(-1.0 / parameter)
+        return float(np.sqrt(2 * a) / (1 - a))
+    if name == "LAPLACE":
+        return float(np.sqrt(2) * parameter)
+    return float(np.sqrt(parameter))  # Gaussian: the parameter is the variance
+
+
+def _people_tumult(spec: dict[str, Any]) -> dict[str, Any]:
+    """Tumult Analytics on the people table (local Spark): seven releases at pure ε = 1 each.
+
+    Row-level queries: one ``Session`` with ``protected_change=AddOneRow()`` and
+    ``PureDPBudget(6 R)``, each release ``PureDPBudget(1)``; the bounded count:
+    a session with ``AddRowsWithID("pid")`` and Tumult's own
+    ``enforce(MaxRowsPerID(k))``. Regions are a public ``KeySet``.
+    """
+    from tmlt.analytics import (
+        AddOneRow,
+        AddRowsWithID,
+        KeySet,
+        MaxRowsPerID,
+        PureDPBudget,
+        QueryBuilder,
+        Session,
+    )
+
+    spark = _local_spark()
+    frame = spark.read.parquet(spec["paths"]["parquet"]).cache()
+    frame.count()
+    reps, regions, k = spec["reps"], spec["regions"], spec["k"]
+    (a_lo, a_hi), (i_lo, i_hi) = spec["age"], spec["income"]
+    table = Session.from_dataframe(
+        privacy_budget=PureDPBudget(6 * reps), source_id="data", dataframe=frame,
+        protected_change=AddOneRow(),
+    )  # fmt: skip
+    persons = Session.from_dataframe(
+        privacy_budget=PureDPBudget(reps), source_id="data", dataframe=frame,
+        protected_change=AddRowsWithID("pid"),
+    )  # fmt: skip
+    keys = KeySet.from_dict({"region": regions})
+    queries = {
+        "median_age": (table, QueryBuilder("data").median("age", low=a_lo, high=a_hi)),
+        "mean_income_by_region": (
+            table,
+            QueryBuilder("data").groupby(keys).average("income", low=i_lo, high=i_hi),
+        ),
+        "count_bounded": (persons, QueryBuilder("data").enforce(MaxRowsPerID(k)).count()),
+        "count": (table, QueryBuilder("data").count()),
+        "sum_income": (table, QueryBuilder("data").sum("income", low=i_lo, high=i_hi)),
+        "count_by_region": (table, QueryBuilder("data").groupby(keys).count()),
+        "mean_income": (table, QueryBuilder("data").average("income", low=i_lo, high=i_hi)),
+    }
+    stated: dict[str, Any] = {}
+
+    def releaser(name: str) -> Any:
+        session, query = queries[name]
+
+        def release() -> Any:
+            out = session.evaluate(query, PureDPBudget(1)).collect()
+            if len(out) == 1 and "region" not in out[0].asDict():
+                return float(out[0][0])
+            value = {row["region"]: float(row[1]) for row in out}
+            return [value[g] for g in regions]
+
+        if name != "median_age":
+            noise = session._noise_info(query, PureDPBudget(1))  # private API, as in means
+            sds = [_tumult_sd(n) for n in noise]
+            stated[name] = (
+                {"sum_sd": sds[0], "count_sd": sds[1], "centred": True}
+                if len(sds) == 2
+                else {"sd": sds[0]}
+            )
+        return release
+
+    out = _people_loop.run({name: releaser(name) for name in queries}, reps)
+    spark.stop()
+    out["stated"] = stated
+    base = "pure ε = 1 (PureDPBudget), add/remove one row (AddOneRow)"
+    out["notes"] = {name: base for name in queries}
+    out["notes"]["median_age"] = (
+        base + "; exponential mechanism over the intervals between data values"
+    )
+    out["notes"]["mean_income_by_region"] = base + "; centred sum / count per KeySet region"
+    out["notes"]["mean_income"] = base + "; centred sum / count, ε split evenly"
+    out["notes"]["count_bounded"] = (
+        f"pure ε = 1, add/remove one person (AddRowsWithID('pid')), Tumult's own "
+        f"enforce(MaxRowsPerID({k}))"
+    )
+    return out
+
+
+def people(spec: dict[str, Any]) -> dict[str, Any]:
+    """benchmarks/queries.py --people (issue 33): OpenDP or Tumult on the people table."""
+    from importlib.metadata import version
+
+    warnings.filterwarnings("ignore")
+    if spec["lib"] == "opendp":
+        out = _people_opendp(spec)
+        out["versions"] = {lib: version(lib) for lib in ("opendp", "polars")}
+    else:
+        out = _people_tumult(spec)
+        out["versions"] = {lib: version(lib) for lib in ("tmlt.analytics", "tmlt.core", "pyspark")}
+    return out
+
+
 def main() -> None:
     spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
     if spec.get("experiment") == "means":
         print(json.dumps(means(spec)))
+        return
+    if spec.get("experiment") == "people":
+        print(json.dumps(people(spec)))
         return
     warnings.filterwarnings("ignore")
     small = np.load(spec["error_data"])

@@ -25,6 +25,12 @@
    written into ``--bounding-dir``, default a temporary directory), time and
    RSS against a plain GROUP BY; see ``benchmarks/_bounding.py``. Run it with
    ``--bounding`` (alone, merged into ``--out`` like ``--means-only``).
+6. Seven queries against five peers (issue 33): median, grouped and plain
+   means, counts (one bounded per person) and a sum on one table of persons,
+   ε = 1 each, RMSE over ``--people-reps`` releases and time per release for
+   dpkit, OpenDP, Tumult Analytics, SmartNoise SQL, PipelineDP and PyDP, each
+   in its own environment; see ``benchmarks/_people.py``. Run it with
+   ``--people`` (alone; writes ``--people-out`` and the JSON next to it).
 
 Data is generated (seeded) in memory or read from ``--babynames``; nothing is
 written into the repository except the small summary ``--out`` (JSON, and the
@@ -732,6 +738,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--bounding-reps", type=int, default=1, help="runs of each private query (median time)"
     )
+    parser.add_argument(
+        "--people",
+        action="store_true",
+        help="run only section 6 (issue 33: seven queries against five peers); writes --people-out",
+    )
+    parser.add_argument("--people-rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--people-reps", type=int, default=50, help="releases per library and query"
+    )
+    parser.add_argument(
+        "--people-libs",
+        default="dpkit,opendp,tumult,smartnoise,pipelinedp,pydp",
+        help="comma-separated: dpkit, opendp, tumult, smartnoise, pipelinedp, pydp",
+    )
+    parser.add_argument(
+        "--people-dir", type=Path, default=None, help="where the Parquet goes (a temp dir in it)"
+    )
+    parser.add_argument(
+        "--people-venvs",
+        type=Path,
+        default=ROOT,
+        help="the folder holding .venv-bench, .venv-bench-tumult and .venv-bench-google",
+    )
+    parser.add_argument(
+        "--people-out",
+        type=Path,
+        default=ROOT / "benchmarks" / "results" / "queries_people.md",
+        help="the Markdown report (the JSON goes next to it)",
+    )
     parser.add_argument("--quick", action="store_true", help="1 M rows, 20 reps (a smoke test)")
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "queries.json"
@@ -748,6 +783,23 @@ def main(argv: list[str] | None = None) -> None:
     if args.skip_peers:
         pythons = {lib: Path("/nonexistent") for lib in pythons}
     answered = {"opendp": args.opendp_queries, "tumult": args.tumult_queries}
+    if args.people:
+        import _people
+
+        libs = args.people_libs.split(",")
+        print(f"[6] people: {args.people_rows:,} rows, {libs} ...", file=sys.stderr)
+        data = _people.run(
+            args.people_rows, args.people_reps, libs, args.people_venvs, args.people_dir
+        )
+        smoke = args.people_rows < 1_000_000 or args.people_reps < 50
+        text = _people.report(data, smoke)
+        args.people_out.parent.mkdir(parents=True, exist_ok=True)
+        args.people_out.with_suffix(".json").write_text(
+            json.dumps(data, indent=2, default=float), encoding="utf-8"
+        )
+        args.people_out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return
     if args.bounding:
         import _bounding
 

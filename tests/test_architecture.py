@@ -58,7 +58,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"dpkit.mechanisms"},  # noise with exact sampling (dpkit.mechanisms.sampling is shared)
         {"dpkit.histograms", "dpkit.local", "dpkit.audit"},  # publishers, local DP, audits
         {"dpkit.tables"},  # Session, query kinds, engines (DuckDB, Spark)
-        {"dpkit.trees", "dpkit.demo"},  # estimators; the demo session
+        {"dpkit.trees", "dpkit.demo", "dpkit.synth"},  # estimators, demo, synthetic data
         {"dpkit"},  # the facade: dpkit.Session, dpkit.trees, ...
         {"dpkit.service"},  # the HTTP service
         {"dpkit.client"},  # the analysts' side of the service

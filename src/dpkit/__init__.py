@@ -33,7 +33,7 @@ from dpkit.errors import (
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from dpkit import histograms, local, mechanisms, trees
+    from dpkit import histograms, local, mechanisms, synth, trees
     from dpkit.accounting import Accountant, Budget, ChargeRecord
     from dpkit.privacy import PrivacyReport
     from dpkit.release import Release
@@ -64,6 +64,7 @@ __all__ = [
     "histograms",
     "local",
     "mechanisms",
+    "synth",
     "trees",
 ]
 
@@ -82,6 +83,7 @@ _getattr, _dir = lazy_exports(
         "histograms": "dpkit.histograms",
         "local": "dpkit.local",
         "mechanisms": "dpkit.mechanisms",
+        "synth": "dpkit.synth",
         "trees": "dpkit.trees",
     },
 )

@@ -77,6 +77,9 @@ CASES: list[Case] = [
     Case("std-int", lambda s: s.std("cnt", epsilon=1.0, bounds=B)),
     Case("quantile", lambda s: s.quantile("x", 0.3, epsilon=1.0, bounds=B, grid_size=GRID)),
     Case("median", lambda s: s.median("cnt", epsilon=1.0, bounds=B, grid_size=GRID)),
+    # the default grid of an integer column: integers and half-integers, clipped to whole bounds
+    Case("median-int-aligned", lambda s: s.median("cnt", epsilon=1.0, bounds=(-0.5, 99.5))),
+    Case("quantile-bool-aligned", lambda s: s.quantile("flag", 0.3, epsilon=1.0, bounds=(0, 1))),
     Case("min", lambda s: s.min("x", epsilon=1.0, bounds=B, grid_size=GRID)),
     Case("max", lambda s: s.max("t", epsilon=1.0, bounds=B, grid_size=GRID)),
     Case("mode", lambda s: s.mode("g", epsilon=1.0, domain=KEYS)),
@@ -192,6 +195,11 @@ CASES: list[Case] = [
         lambda s: s.quantile(
             "x", 0.5, epsilon=1.0, bounds=B, grid_size=GRID, group_by="g", keys="private", delta=D
         ),
+        _pk(PLAIN),
+    ),
+    Case(
+        "median-int-by-private",
+        lambda s: s.median("cnt", epsilon=1.0, bounds=B, group_by="g", keys="private", delta=D),
         _pk(PLAIN),
     ),
     Case(
@@ -401,6 +409,7 @@ SPARK_IDS = {
     "sum-float",
     "mean-text-coerced",
     "quantile",
+    "median-int-aligned",
     "histogram-bins",
     "count-by-private",
     "sum-by-private",

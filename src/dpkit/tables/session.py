@@ -741,6 +741,11 @@ class Session(QueryMethods):
     def engine(self) -> Engine:
         return self._engine
 
+    @property
+    def privacy_unit(self) -> str | None:
+        """The column identifying people (public), or None: one row per person."""
+        return self._privacy_unit
+
     # -- queries ----------------------------------------------------------------------
     # count, sum, mean, ... histogram2d: one method per registered kind, from QueryMethods
     # (dpkit.tables.query_methods); each builds a QuerySpec and calls answer().
@@ -861,6 +866,58 @@ class Session(QueryMethods):
         # what this charge left, and the session's neighbouring relation (public)
         relation = neighbouring(self._privacy_unit, self._k, self._max_groups)
         return replace(result, privacy=result.privacy.paid(payer.remaining_seen, relation))
+
+    def synthesize(
+        self,
+        method: str = "mst",
+        *,
+        rows: int,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        columns: Sequence[str] | None = None,
+        bins: int = 16,
+        workload: Sequence[Sequence[str]] | None = None,
+        rng: object = None,
+    ) -> Any:
+        """A differentially private synthetic table of ``rows`` rows, paid from this session's budget.
+
+        ``method="mst"`` (:mod:`dpkit.synth.mst`, McKenna et al. 2021): ρ-zCDP
+        under add/remove one row, ρ given directly or as the largest ρ whose
+        (ε, δ) conversion fits ``epsilon`` at ``delta`` (default: the budget's
+        δ). ``columns`` (default: all) must each have a declared domain
+        (categories) or bounds (numbers, cut into ``bins`` equal-width bins
+        unless the schema declares ``edges``); see :mod:`dpkit.synth.domain`.
+        ``method="aim"`` (:mod:`dpkit.synth.aim`, McKenna et al. 2022): the
+        same guarantee, marginals chosen round by round for ``workload`` (public
+        column tuples of one or two columns; default every pair); MST refuses
+        ``workload``. Returns a :class:`dpkit.synth.SynthesisResult` (``table``,
+        ``report``, ``privacy``). The guarantees and their proofs are in
+        :func:`dpkit.synth.session.synthesize_mst` and ``synthesize_aim``. Needs the ``synth`` extra
+        (``pip install dpkit[synth]``: ``mbi`` and JAX).
+        """
+        from dpkit.tables.synthesis import SynthesisInputs, synthesizer
+
+        run = synthesizer(method)
+        inputs = SynthesisInputs(
+            engine=GuardedEngine(self._engine, self._lock, None),
+            schema=self._schema,
+            kinds=dict(self._kinds),
+            accountant=self._accountant,
+            privacy_unit=self._privacy_unit,
+            max_contributions=self._k,
+            rng=self._rng if rng is None else self._make_rng(rng),
+        )
+        return run(
+            inputs,
+            rows=rows,
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+            columns=columns,
+            bins=bins,
+            workload=workload,
+        )
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:
         """Validate and cost a batch of queries without touching the data (a dry run).

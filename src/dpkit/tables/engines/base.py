@@ -159,6 +159,25 @@ class Value:
         return fill
 
 
+@dataclass(frozen=True)
+class Coding:
+    """How one column becomes an integer code in ``[0, missing]`` (public, for marginals).
+
+    ``edges`` (numbers): the bin of :func:`~dpkit.tables.engines.base.Engine.bin_counts`'
+    rule (values beyond the outer edges go to the end bins). ``categories``:
+    the position of the value in the tuple. A value that is missing (NULL;
+    for numbers also NaN and ±inf; with ``coerce`` text that is no number)
+    or not among the categories gets code ``missing``. Exactly one of
+    ``edges``/``categories`` is given.
+    """
+
+    column: str
+    missing: int
+    edges: tuple[float, ...] | None = None
+    categories: tuple[Any, ...] | None = None
+    coerce: bool = False
+
+
 @runtime_checkable
 class Engine(Protocol):
     """The operations a session needs from a table engine.
@@ -253,3 +272,74 @@ class Engine(Protocol):
         With ``domain``, only values in it are counted (keeps the result small).
         """
         ...
+
+
+#: Boosting passes (:class:`BoostingPass`) work in exact integer units: model values in
+#: units of 2^-MODEL_BITS, per-row gradients and Hessians in units of 2^-GRADIENT_BITS,
+#: the log loss's p read from a table at the score rounded to 2^-SCORE_BITS and
+#: clipped to +-SCORE_LIMIT (``dpkit.trees.boosting._cyclic`` has the argument).
+MODEL_BITS = 24
+GRADIENT_BITS = 20
+SCORE_BITS = 8
+SCORE_LIMIT = 16
+
+
+@dataclass(frozen=True)
+class GridCoding:
+    """A numeric column's code on a tree's public grid (``trees.engine._grid.FeatureGrid``).
+
+    The code is the number of ``thresholds`` strictly below the value, computed
+    as the grid computes it: a guess ``ceil((clip(x, lo, hi) - lo) / step) - 1``
+    clipped to ``[0, len(thresholds)]``, then one exact comparison up and one
+    down with the thresholds. Threshold k (1-based) must be ``lo + k * step``
+    in IEEE doubles (as the grid computes it): engines recompute it so, rather
+    than look it up. A missing value (NULL, NaN, ±inf; with ``coerce`` text
+    that is no number) has code ``missing``.
+    """
+
+    column: str
+    lo: float
+    hi: float
+    step: float
+    thresholds: tuple[float, ...]
+    missing: int
+    coerce: bool = False
+
+
+@dataclass(frozen=True)
+class BoostingPass:
+    """One boosting update's aggregation: per segment of one feature, the exact integer
+    sums of the loss's gradient ``g`` and Hessian ``h`` at the current additive model.
+
+    All public: the codings (``GridCoding`` or ``Coding`` with categories), the label
+    column and its rule, the model (``intercept`` and one tuple of values per code
+    of every feature, integers in units of 2^-MODEL_BITS), the feature ``key`` whose
+    codes are mapped to segments by ``segments``. Per row, with F the model's score:
+
+    * ``loss="logistic"``: target t = 1 if the label equals ``classes[positive]``,
+      0 if it equals another declared class, the row left out otherwise;
+      g = t 2^GRADIENT_BITS - P[u], h = Hn[u], with ``probabilities`` P and
+      ``hessians`` Hn indexed by u = clip(floor(F 2^SCORE_BITS + 1/2), -L, L) + L,
+      L = SCORE_LIMIT 2^SCORE_BITS (an arithmetic shift of the integer score).
+    * ``"squared"`` / ``"absolute"``: a finite label clipped to ``target_bounds`` and
+      scaled to [0, 1] (rows with another label are left out), r = y - F;
+      g = floor(clip(r, -1, 1) 2^GRADIENT_BITS + 1/2) or sign(r) 2^GRADIENT_BITS,
+      h = 2^GRADIENT_BITS.
+
+    ``drop_missing``: leave out a row with a missing (or undeclared) feature value
+    instead of giving it the feature's missing code.
+    """
+
+    codings: tuple[GridCoding | Coding, ...]
+    label: str
+    loss: Literal["logistic", "squared", "absolute"]
+    intercept: int
+    shapes: tuple[tuple[int, ...], ...]
+    key: int
+    segments: tuple[int, ...]
+    classes: tuple[Any, ...] = ()
+    positive: int | None = None
+    target_bounds: tuple[float, float] | None = None
+    drop_missing: bool = False
+    probabilities: tuple[int, ...] = ()
+    hessians: tuple[int, ...] = ()

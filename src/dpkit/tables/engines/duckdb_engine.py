@@ -24,7 +24,18 @@ import pandas as pd
 
 from dpkit.errors import DataError
 from dpkit.tables.engines import _sql
-from dpkit.tables.engines.base import ColumnKind, Rows, Value
+from dpkit.tables.engines.base import (
+    GRADIENT_BITS,
+    MODEL_BITS,
+    SCORE_BITS,
+    SCORE_LIMIT,
+    BoostingPass,
+    Coding,
+    ColumnKind,
+    GridCoding,
+    Rows,
+    Value,
+)
 
 __all__ = ["DuckDBEngine", "connect"]
 
@@ -76,6 +87,11 @@ def _clamp_codes(frame: pd.DataFrame, size: int) -> pd.DataFrame:
         keys = [c for c in frame.columns if c != "n"]
         return clipped.groupby(keys, as_index=False, sort=False).agg(n=("n", "sum"))
     return frame
+
+
+def _int_array(values: Sequence[int]) -> str:
+    """A constant BIGINT array (fixed size: DuckDB indexes it without copying per row)."""
+    return f"CAST([{', '.join(str(int(v)) for v in values)}] AS BIGINT[{max(len(values), 1)}])"
 
 
 def _failure(what: str, value: Value | None, group_by: Sequence[Value]) -> DataError:
@@ -156,6 +172,7 @@ class DuckDBEngine:
             )
         self._rows_per_part = per_part
         self._parts: int | None = None
+        self._constants: dict[str, str] = {}
         self._connection = connection
         if isinstance(table, duckdb.DuckDBPyRelation):
             self._relation: duckdb.DuckDBPyRelation | None = table
@@ -309,6 +326,206 @@ class DuckDBEngine:
 
         what = "counting values"
         return self._bounded_fetch(rows, sql, [*groups, "value"], what, value, group_by)
+
+    def coded_counts(self, codings: Sequence[Coding]) -> pd.DataFrame:
+        """Columns ``c0``, ``c1``, ... (each column's code, :class:`Coding`) and ``n``: one GROUP BY.
+
+        Every row of the table is counted once, in the cell of its codes (a
+        missing or undeclared value has its column's ``missing`` code), so
+        adding or removing one row changes one cell by 1. The codes are
+        computed here, in SQL: numbers by :func:`_sql.bin_index` (beyond the
+        outer edges: the end bins), categories by equality with each declared
+        value (typed as the column, compared binary-collated).
+        """
+        codes = [f"{self._code(c)} AS c{i}" for i, c in enumerate(codings)]
+        keys = [f"c{i}" for i in range(len(codings))]
+        inner = f"SELECT {', '.join(codes)} FROM {self._table} AS {_sql.ROW}"
+        sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
+        return self._fetch(sql, "counting coded cells", None, ())
+
+    def _code(self, coding: Coding) -> str:
+        col = _sql.quote(coding.column)
+        missing = int(coding.missing)
+        if coding.edges is not None:
+            x = (
+                f"TRY_CAST(concat({col}, '') AS DOUBLE)"
+                if coding.coerce
+                else f"CAST({col} AS DOUBLE)"
+            )
+            # isfinite is NULL for NULL and false for NaN and ±inf: all go to ELSE.
+            return f"(CASE WHEN isfinite({x}) THEN {_sql.bin_index(x, coding.edges)} ELSE {missing} END)"
+        type_name = self._types.get(coding.column)
+        whens = []
+        for j, value in enumerate(coding.categories or ()):
+            items = _sql.in_list([value], coding.column, type_name)
+            if items:  # a fraction never equals an integer column's value
+                whens.append(f"WHEN {col} = {items[0]} THEN {j}")
+        if not whens:
+            return str(missing)
+        return f"(CASE {' '.join(whens)} ELSE {missing} END)"
+
+    def boosting_sums(self, spec: BoostingPass) -> pd.DataFrame:
+        """Columns ``segment``, ``g``, ``h``, ``n``: one GROUP BY of a boosting update.
+
+        The rule is :class:`~dpkit.tables.engines.base.BoostingPass`'s. Every
+        per-row term is an integer computed from integers (codes, the model's
+        values, table look-ups, arithmetic shifts) or, for regression, from one
+        IEEE subtraction and a rounding, so the sums (BIGINT) are exact, in any
+        order, and equal to NumPy's on the same rows. Only one row per segment
+        comes back.
+        """
+        keep: list[str] = []
+        if spec.drop_missing:
+            keep += [f"c{j} <> {int(c.missing)}" for j, c in enumerate(spec.codings)]
+        label = _sql.quote(spec.label)
+        if spec.loss == "logistic":
+            type_name = self._types.get(spec.label)
+            whens = []
+            for i, value in enumerate(spec.classes):
+                items = _sql.in_list([value], spec.label, type_name)
+                if items:
+                    whens.append(f"WHEN {label} = {items[0]} THEN {int(i == spec.positive)}")
+            target = f"(CASE {' '.join(whens)} END)" if whens else "CAST(NULL AS BIGINT)"
+        else:
+            assert spec.target_bounds is not None
+            lo, hi = (float(b) for b in spec.target_bounds)
+            y = f"CAST({label} AS DOUBLE)"
+            clipped = _sql.clip_sql(y, (lo, hi))
+            target = (
+                f"(CASE WHEN isfinite({y}) THEN ({clipped} - {_sql.literal(lo)}) / "
+                f"{_sql.literal(hi - lo)} END)"
+            )
+        keep.append("t IS NOT NULL")
+        inner = self._boost_codes(spec.codings, target)
+        model = self._boost_model(spec)
+        terms = [str(int(spec.intercept))] + [
+            f"{model}[{j + 1}][c{j} + 1]" for j in range(len(spec.shapes))
+        ]
+        score = " + ".join(terms)
+        segment = f"{model}[{len(spec.shapes) + 1}][c{int(spec.key)} + 1]"
+        one = 1 << GRADIENT_BITS
+        if spec.loss == "logistic":
+            limit = SCORE_LIMIT << SCORE_BITS
+            shift = MODEL_BITS - SCORE_BITS
+            index = f"least(greatest(((({score}) + {1 << (shift - 1)}) >> {shift}), -{limit}), {limit}) + {limit + 1}"
+            scored = (
+                f"SELECT {segment} AS segment, t, {index} AS u FROM ({inner}) "
+                f"WHERE {' AND '.join(keep)}"
+            )
+            table_p = self._boost_constant(_int_array(spec.probabilities))
+            table_h = self._boost_constant(_int_array(spec.hessians))
+            g = f"t * {one} - {table_p}[u]"
+            h = f"{table_h}[u]"
+        else:
+            unit = _sql.literal(2.0**-MODEL_BITS)
+            r = f"(t - CAST({score} AS DOUBLE) * {unit})"
+            scored = (
+                f"SELECT {segment} AS segment, {r} AS r FROM ({inner}) WHERE {' AND '.join(keep)}"
+            )
+            if spec.loss == "absolute":
+                g = f"CAST(sign(r) AS BIGINT) * {one}"
+            else:
+                g = f"CAST(floor({_sql.clip_sql('r', (-1.0, 1.0))} * {_sql.literal(float(one))} + 0.5) AS BIGINT)"
+            h = str(one)
+        sql = (
+            f"SELECT segment, CAST(sum({g}) AS BIGINT) AS g, CAST(sum({h}) AS BIGINT) AS h, "
+            f"count(*) AS n FROM ({scored}) GROUP BY segment"
+        )
+        return self._fetch(sql, "summing a boosting update", None, ())
+
+    def _boost_constant(self, array: str) -> str:
+        """SQL reading the constant array ``array`` (SQL text): a connection variable, set once.
+
+        DuckDB re-parses (and, inside a CASE, may re-build per row) a constant array
+        written into a query: a table of thousands of entries costs a tenth of a
+        second per query, a threshold array several times the pass. Set once as a
+        variable on the engine's connection (a relation's engine is given the
+        relation's own connection), each pass reads it with ``getvariable`` (the
+        same values). Without a connection the array is written into the query.
+        """
+        if self._connection is None:
+            return array
+        name = self._constants.get(array)
+        if name is None:
+            name = f"__dpkit_boost_{len(self._constants)}"
+            try:
+                self._connection.execute(f"SET VARIABLE {name} = {array}")
+            except duckdb.Error:
+                raise _failure("setting a public table", None, ()) from None
+            self._constants[array] = name
+        return f"getvariable('{name}')"
+
+    def _boost_model(self, spec: BoostingPass) -> str:
+        """SQL reading the pass's model: every shape, then the segment map (lists of BIGINT).
+
+        Set as one connection variable per pass (see :meth:`_boost_constant`), else
+        written into the query.
+        """
+        lists = [*spec.shapes, spec.segments]
+        value = "[" + ", ".join(f"[{', '.join(str(int(v)) for v in x)}]" for x in lists) + "]"
+        array = f"CAST({value} AS BIGINT[][])"
+        if self._connection is None:
+            return f"({array})"
+        try:
+            self._connection.execute(f"SET VARIABLE __dpkit_boost_model_{id(self)} = {array}")
+        except duckdb.Error:
+            raise _failure("setting the model", None, ()) from None
+        return f"getvariable('__dpkit_boost_model_{id(self)}')"
+
+    def _boost_codes(self, codings: Sequence[GridCoding | Coding], target: str) -> str:
+        """A subquery of every row's feature codes ``c0, c1, ...`` and target ``t``.
+
+        Categories: :meth:`_code`. Numbers: :class:`GridCoding`'s rule, the grid's
+        arithmetic (``FeatureGrid._numeric_codes``) one step per subquery level, so
+        no expression is repeated: the value (``xf``: a missing one replaced by
+        ``lo`` as the grid does), the guess, the step up, the step down.
+        """
+        level = [f"{target} AS t"]
+        steps: list[list[str]] = [[], [], []]
+        carried = ["t"]
+        for j, coding in enumerate(codings):
+            if isinstance(coding, Coding):
+                level.append(f"{self._code(coding)} AS c{j}")
+                carried.append(f"c{j}")
+                continue
+            col = _sql.quote(coding.column)
+            x = (
+                f"TRY_CAST(concat({col}, '') AS DOUBLE)"
+                if coding.coerce
+                else f"CAST({col} AS DOUBLE)"
+            )
+            lo = _sql.literal(float(coding.lo))
+            top = len(coding.thresholds)
+            step = _sql.literal(float(coding.step))
+
+            def thr(k: str, lo: str = lo, step: str = step) -> str:
+                # threshold k (1-based) as the grid computes it: lo + k * step, two IEEE ops
+                return f"({lo} + CAST({k} AS DOUBLE) * {step})"
+
+            level.append(f"coalesce(isfinite({x}), FALSE) AS f{j}")
+            level.append(f"(CASE WHEN isfinite({x}) THEN {x} ELSE {lo} END) AS x{j}")
+            clipped = _sql.clip_sql(f"x{j}", (coding.lo, coding.hi))
+            steps[0].append(
+                f"least(greatest(CAST(ceil(({clipped} - {lo}) / {step}) "
+                f"AS BIGINT) - 1, 0), {top}) AS g{j}"
+            )
+            steps[1].append(
+                f"(CASE WHEN g{j} < {top} AND x{j} > {thr(f'g{j} + 1')} "
+                f"THEN g{j} + 1 ELSE g{j} END) AS g{j}"
+            )
+            steps[2].append(
+                f"(CASE WHEN NOT f{j} THEN {int(coding.missing)} WHEN g{j} > 0 AND "
+                f"x{j} <= {thr(f'g{j}')} THEN g{j} - 1 ELSE g{j} END) AS c{j}"
+            )
+            carried += [f"f{j}", f"x{j}"]
+        sql = f"SELECT {', '.join(level)} FROM {self._table} AS {_sql.ROW}"
+        codes = [c for c in carried if c.startswith("c")]
+        for depth, stage in enumerate(steps):
+            if not stage:
+                continue
+            keep = carried if depth < 2 else ["t", *codes]
+            sql = f"SELECT {', '.join([*keep, *stage])} FROM ({sql})"
+        return sql
 
     # -- plumbing ----------------------------------------------------------------
 

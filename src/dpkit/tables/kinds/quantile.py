@@ -1,7 +1,10 @@
 """Quantiles (median, min and max too) by permute-and-flip over a public grid.
 
 Privacy (add/remove one row; ``k`` per person): the candidates are the
-``grid_size`` points of a public grid over the declared bounds. A candidate's
+``grid_size`` points of a public grid over the declared bounds (by default,
+for a column whose declared type holds only integers, the integers and
+half-integers of the bounds: :func:`~dpkit.tables.queries.aligned_grid`; the
+choice reads the schema, never the data). A candidate's
 utility is minus its distance, in rows, from the target rank
 (:func:`~dpkit.tables.queries.quantile_utilities`), which one row moves by at
 most ``max(q, 1 - q)``; permute-and-flip with that sensitivity (times ``k``)
@@ -42,6 +45,7 @@ from dpkit.tables.validation import (
     numeric_value,
     public_bounds,
 )
+from dpkit.tables.values import numeric_type
 
 __all__ = [
     "MAX",
@@ -67,6 +71,8 @@ class QuantileQuery(ValidatedQuery):
     bounds: tuple[float, float]
     q: float
     grid_size: int
+    grid_start: float
+    step: float
 
 
 def check_q(q: Any) -> float:
@@ -93,18 +99,26 @@ def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> QuantileQu
     default_q = {"median": 0.5, "min": Q.MIN_QUANTILE, "max": Q.MAX_QUANTILE}.get(kind)
     q = check_q(default_q if spec.q is None and kind != "quantile" else spec.q)
     grouping = common["grouping"]
-    grid_size = spec.grid_size
-    if grid_size is None:
-        grid_size = Q.QUANTILE_GRID if grouping is None else Q.GROUPED_QUANTILE_GRID
-    grid_size = check_grid_size(grid_size)
     bounds = public_bounds(ctx, column, spec.bounds, allow_private=False)
-    grid = Q.uniform_grid(bounds, grid_size)
-    step = (bounds[1] - bounds[0]) / (grid_size - 1)
-    if not (math.isfinite(step) and step > 0) or not np.all(np.diff(grid) > 0):
-        raise InvalidParameterError(
-            f"bounds {bounds} are too narrow (or too wide) for {grid_size} distinct candidate "
-            "answers in double precision; widen them or ask for a smaller grid_size."
-        )
+    aligned = None
+    if spec.grid_size is None:
+        grid_size = Q.QUANTILE_GRID if grouping is None else Q.GROUPED_QUANTILE_GRID
+        if _integral(ctx, column):
+            aligned = Q.aligned_grid(bounds, grid_size)
+    else:
+        grid_size = check_grid_size(spec.grid_size)
+    if aligned is not None:
+        bounds, step, grid_size = aligned
+        start = bounds[0]
+    else:
+        grid = Q.uniform_grid(bounds, grid_size)
+        start, step = bounds[0], (bounds[1] - bounds[0]) / (grid_size - 1)
+        if not (math.isfinite(step) and step > 0) or not np.all(np.diff(grid) > 0):
+            raise InvalidParameterError(
+                f"bounds {bounds} are too narrow (or too wide) for {grid_size} distinct "
+                "candidate answers in double precision; widen them or ask for a smaller "
+                "grid_size."
+            )
     check_memory(grouping, 2 * grid_size - 1, "the quantile's grid")
     return QuantileQuery(
         statistic="quantile",
@@ -112,8 +126,26 @@ def validate(spec: Any, ctx: TableContext, common: dict[str, Any]) -> QuantileQu
         bounds=bounds,
         q=q,
         grid_size=grid_size,
+        grid_start=start,
+        step=step,
         **common,
     )
+
+
+def _integral(ctx: TableContext, column: str) -> bool:
+    """True when every value the engine reads from ``column`` is an integer (declared type).
+
+    Booleans, integer storage types and DECIMAL(p, 0), with no fractional
+    replacement for missing values: a property of the schema, never of the data.
+    """
+    spec, kind = ctx.schema.get(column), ctx.kinds[column]
+    if kind == "numeric":
+        rep = numeric_type(ctx.types[column])
+        if not (rep.family == "integer" or (rep.family == "decimal" and rep.scale == 0)):
+            return False
+    elif kind != "boolean":
+        return False
+    return spec.nulls != "replace" or float(spec.replacement).is_integer()
 
 
 def release(v: QuantileQuery, engine: Engine, rng: Any) -> Any:
@@ -124,14 +156,14 @@ def release(v: QuantileQuery, engine: Engine, rng: Any) -> Any:
     grouping, k, q = v.grouping, v.max_contributions, v.q
     sensitivity = k * max(q, 1.0 - q)
     lo, hi = v.bounds
-    grid = Q.uniform_grid((lo, hi), v.grid_size)
-    step = (hi - lo) / (grid.size - 1)
+    step = v.step
+    grid = v.grid_start + np.arange(v.grid_size, dtype=np.float64) * step
     eps_sel, eps_em = G.selection_split(v, v.epsilon)
     frame = engine.grid_counts(
         G.pushed_down(v.rows, grouping),
         v.value,
         grouping.values if grouping else (),
-        lo,
+        v.grid_start,
         step,
         grid.size,
     )
@@ -190,7 +222,8 @@ _BOUNDS = parameter(
 )
 _GRID = parameter(
     "grid_size",
-    "the number of candidate answers (default 131,073; 10,001 per group)",
+    "the number of candidate answers (default 1,048,577; 10,001 per group; integer columns: "
+    "every integer and half-integer of the bounds, within those sizes)",
     "integer",
     "int | None",
     check=check_grid_size,
@@ -223,7 +256,7 @@ QUANTILE = _quantile(
     """A q-quantile chosen by permute-and-flip over a public grid.
 
     The candidates are ``grid_size`` evenly spaced points of ``bounds``
-    (public; default :data:`~dpkit.tables.queries.QUANTILE_GRID` = 131,073
+    (public; default :data:`~dpkit.tables.queries.QUANTILE_GRID` = 1,048,577
     points, or 10,001 per group with ``group_by``). One engine pass counts
     the clipped values by grid position; candidate ``c`` has utility
     ``-max(#{x < c} - qn, #{x > c} - (1-q)n, 0)``
@@ -234,6 +267,15 @@ QUANTILE = _quantile(
     exponential mechanism ``∝ exp(ε u / (2Δ))``, and never less accurate in
     expectation. The answer is a grid point, so its resolution is
     ``(hi - lo) / (grid_size - 1)``.
+
+    Integer columns (a declared integer, boolean or DECIMAL(p, 0) type, and
+    no fractional replacement for missing values): without ``grid_size``,
+    the bounds become ``(ceil(lo), floor(hi))`` (no integer moves) and the
+    candidates are every integer and half-integer between them (step 1/2;
+    a coarser power-of-two step when that exceeds the default size), so a
+    median of integer ages can be exactly the integer it is
+    (:func:`~dpkit.tables.queries.aligned_grid`). ``details["resolution"]``
+    and ``details["bounds"]`` report the grid used.
 
     Accuracy: no interval in value units can be given without looking at
     the data, so ``ci`` is ``None`` and ``details["rank_error"]`` states

@@ -27,19 +27,84 @@ classes) or <= 1/4 (sum_k h_k^2 <= max_k h_k * sum_k h_k <= 1/4); l1 norms
 function of earlier releases only, so each row's (g, h) is a public
 transformation of that row at the time of the release, and the releases
 compose sequentially (adaptively) over rounds x features.
+
+Exact arithmetic (so that the sums are the same, bit for bit, in NumPy and in
+a SQL engine, in any summation order, and the proven bounds hold for the
+values actually computed): the model is kept in integer units of
+2^-``MODEL_BITS`` (every shape value and the intercept rounded to that grid
+and clipped to +-``MODEL_LIMIT``: post-processing of the releases), so a
+row's score F is an exact integer sum in any order. Binary log loss: p is
+read from a public table at the score rounded to 2^-``SCORE_BITS`` and
+clipped to +-``SCORE_LIMIT`` (``logistic_table``; no exp is evaluated per
+row, so no engine's exp can differ), and each row's g = y - p and
+h = p (1 - p) are integers in units of 2^-``GRADIENT_BITS``: 0 <= p <= 1 and
+h <= 1/4 still hold after rounding (1/4 and 1 lie on the grid and rounding
+is monotone), so the bounds above are unchanged. Regression: the residual
+is clipped to [-1, 1] and rounded to the same grid (the end points lie on
+it): the bounds are unchanged. The segment sums are then sums of integers
+(exact as doubles below 2^53 units, i.e. for fewer than 2^33 rows), so the
+sensitivity argument holds for the computed sums, not only in real
+arithmetic. (Several classes, softmax: array fits only, with float g and h
+as before.)
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit, softmax
 
+from dpkit.tables.engines.base import GRADIENT_BITS, MODEL_BITS, SCORE_BITS, SCORE_LIMIT
 from dpkit.trees.boosting._noise import NoisePlan, release
+
+#: Model values (shape values, intercept) are clipped to +-MODEL_LIMIT (post-processing).
+MODEL_LIMIT = 2**16
+MODEL_UNIT = 2.0**-MODEL_BITS
+GRADIENT_UNIT = 2.0**-GRADIENT_BITS
+#: The most features a fit takes: |F| <= (MAX_FEATURES + 1) * MODEL_LIMIT stays below 2^52 units.
+MAX_FEATURES = 4096
+_LIMIT_UNITS = MODEL_LIMIT << MODEL_BITS
+_SCORE_SHIFT = MODEL_BITS - SCORE_BITS
+_SCORE_INDEX_LIMIT = SCORE_LIMIT << SCORE_BITS
+
+
+@functools.cache
+def logistic_table() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(P, Hn): round(p * 2^GRADIENT_BITS) and round(p (1 - p) * 2^GRADIENT_BITS) for
+    p = sigmoid(u / 2^SCORE_BITS), u = -SCORE_LIMIT 2^SCORE_BITS .. +SCORE_LIMIT 2^SCORE_BITS.
+
+    A public table (no data): both the array fit and the engine fit look p up in it.
+    """
+    u = np.arange(-_SCORE_INDEX_LIMIT, _SCORE_INDEX_LIMIT + 1, dtype=np.float64)
+    p = expit(u / 2.0**SCORE_BITS)
+    scale = 2.0**GRADIENT_BITS
+    return np.rint(p * scale).astype(np.int64), np.rint(p * (1.0 - p) * scale).astype(np.int64)
+
+
+def score_index(units: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The table row of each score: floor(F 2^SCORE_BITS + 1/2) clipped, F = units 2^-MODEL_BITS.
+
+    Integer arithmetic (an arithmetic shift is a floor), the same in SQL.
+    """
+    half = 1 << (_SCORE_SHIFT - 1)
+    return np.clip((units + half) >> _SCORE_SHIFT, -_SCORE_INDEX_LIMIT, _SCORE_INDEX_LIMIT)
+
+
+def to_units(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Model values as integers in units of 2^-MODEL_BITS, clipped to +-MODEL_LIMIT."""
+    scaled = np.clip(np.asarray(values, dtype=np.float64) / MODEL_UNIT, -_LIMIT_UNITS, _LIMIT_UNITS)
+    return np.rint(scaled).astype(np.int64)
+
+
+def on_gradient_grid(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """floor(v 2^GRADIENT_BITS + 1/2) 2^-GRADIENT_BITS: the rounding the engines apply too."""
+    return np.floor(values / GRADIENT_UNIT + 0.5) * GRADIENT_UNIT
 
 
 @dataclass(frozen=True)
@@ -72,10 +137,16 @@ class LogLoss:
         return 1.25 if self.n_outputs == 1 else 3.0
 
     def gradients(
-        self, targets: NDArray[np.float64], scores: NDArray[np.float64]
+        self, targets: NDArray[np.float64], units: NDArray[np.int64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        p = probabilities(scores)
-        return targets - p, p * (1.0 - p)
+        """(g, h) per row at the scores ``units`` (2^-MODEL_BITS); one output: the table rule."""
+        if self.n_outputs > 1:
+            p = probabilities(units.astype(np.float64) * MODEL_UNIT)
+            return targets - p, p * (1.0 - p)
+        table_p, table_h = logistic_table()
+        row = score_index(units) + _SCORE_INDEX_LIMIT
+        p_row = table_p[row].astype(np.float64) * GRADIENT_UNIT
+        return targets - p_row, table_h[row].astype(np.float64) * GRADIENT_UNIT
 
 
 @dataclass(frozen=True)
@@ -94,11 +165,12 @@ class SquaredLoss:
     absolute: bool = False
 
     def gradients(
-        self, targets: NDArray[np.float64], scores: NDArray[np.float64]
+        self, targets: NDArray[np.float64], units: NDArray[np.int64]
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        residual = targets - scores
-        g = np.sign(residual) if self.absolute else np.clip(residual, -1.0, 1.0)
-        return g, np.ones_like(scores)
+        """(g, h) per row at the scores ``units``, g on the 2^-GRADIENT_BITS grid (as in SQL)."""
+        residual = targets - units.astype(np.float64) * MODEL_UNIT
+        g = np.sign(residual) if self.absolute else on_gradient_grid(np.clip(residual, -1.0, 1.0))
+        return g, np.ones(units.shape, dtype=np.float64)
 
 
 Loss = LogLoss | SquaredLoss
@@ -136,9 +208,71 @@ def release_size(
     return 2 * n_outputs * most
 
 
+class GradientSource(Protocol):
+    """Where the rows live: the segment sums of (g, h) at a model, and the number of rows.
+
+    ``sums(j, seg, n_seg, intercept, shapes)``: (G, H), each (n_seg, n_outputs), the sums
+    over the rows of each segment ``seg[code_j]`` of the loss's g and h at the model
+    (``intercept`` and ``shapes`` in units of 2^-MODEL_BITS). ``moved(j, intercept, shape)``:
+    the model moved by these deltas (an array source keeps its rows' scores). Every
+    source computes the same numbers (the module docstring's exact arithmetic).
+    """
+
+    def rows(self) -> int: ...
+
+    def sums(
+        self,
+        feature: int,
+        seg: NDArray[np.int64],
+        n_seg: int,
+        intercept: NDArray[np.int64],
+        shapes: list[NDArray[np.int64]],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+
+    def moved(
+        self, feature: int, intercept: NDArray[np.int64], shape: NDArray[np.int64]
+    ) -> None: ...
+
+
+class ArraySource:
+    """Rows in memory: codes (n, d), targets (n, n_outputs); keeps every row's score in units."""
+
+    def __init__(
+        self,
+        codes: NDArray[np.int16],
+        targets: NDArray[np.float64],
+        loss: Loss,
+        init: NDArray[np.int64],
+    ) -> None:
+        self.codes, self.targets, self.loss = codes, targets, loss
+        self.scores = np.tile(np.asarray(init, dtype=np.int64), (codes.shape[0], 1))
+
+    def rows(self) -> int:
+        return int(self.codes.shape[0])
+
+    def sums(
+        self,
+        feature: int,
+        seg: NDArray[np.int64],
+        n_seg: int,
+        intercept: NDArray[np.int64],
+        shapes: list[NDArray[np.int64]],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        grad, hess = self.loss.gradients(self.targets, self.scores)
+        rows = seg[self.codes[:, feature]]
+        k = self.targets.shape[1]
+        g, h = np.zeros((n_seg, k)), np.zeros((n_seg, k))
+        for c in range(k):  # outputs, not rows
+            g[:, c] = np.bincount(rows, grad[:, c], minlength=n_seg)[:n_seg]
+            h[:, c] = np.bincount(rows, hess[:, c], minlength=n_seg)[:n_seg]
+        return g, h
+
+    def moved(self, feature: int, intercept: NDArray[np.int64], shape: NDArray[np.int64]) -> None:
+        self.scores += intercept + shape[self.codes[:, feature]]
+
+
 def fit_cyclic(
-    codes: NDArray[np.int16],
-    targets: NDArray[np.float64],
+    source: GradientSource,
     loss: Loss,
     init: NDArray[np.float64],
     n_bins: NDArray[np.int64],
@@ -152,12 +286,11 @@ def fit_cyclic(
     """The intercept (n_outputs,), the shape functions (one (n_bins_j, n_outputs) array per
     feature) and each shape value's noise standard deviation (same shapes).
 
-    ``targets`` (n, n_outputs) are one-hot labels (one column for two
-    classes) or the scaled target; ``init`` the public starting intercept;
-    ``ordered[j]`` the number of ordered codes of feature j (0 for a
-    categorical feature); ``noise`` one row per release, from ``_noise.draw``;
-    ``advance`` is called after every round (progress; public: rounds only).
-    Every release is padded to the plan's size, so all releases look alike.
+    ``source`` holds the rows (:class:`ArraySource`, or an engine's); ``init`` the
+    public starting intercept; ``ordered[j]`` the number of ordered codes of feature j
+    (0 for a categorical feature); ``noise`` one row per release, from ``_noise.draw``;
+    ``advance`` is called after every round (progress; public: rounds only). Every
+    release is padded to the plan's size, so all releases look alike.
 
     The noise standard deviation is post-processing of the releases: an update
     moves a segment by learning_rate * (G - c H) / (H + lambda) with the
@@ -167,39 +300,45 @@ def fit_cyclic(
     first-order account: it leaves out the noise of H, of the common move c
     and its feedback through later gradients (``plot_shapes`` says so).
     """
-    n, d = codes.shape
-    k = targets.shape[1]
-    shapes = [np.zeros((int(b), k)) for b in n_bins]
+    d = int(n_bins.size)
+    k = loss.n_outputs
+    shapes = [np.zeros((int(b), k), dtype=np.int64) for b in n_bins]
     variances = [np.zeros((int(b), k)) for b in n_bins]
-    intercept = np.array(init, dtype=np.float64).reshape(k)
-    scores = np.tile(intercept, (n, 1))
+    intercept = to_units(np.asarray(init, dtype=np.float64).reshape(k))
     width = plan.size // (2 * k)
     step = 0
     for _ in range(spec.max_iter):  # rounds are sequential by nature
         for j in rng.permutation(d):
-            grad, hess = loss.gradients(targets, scores)
             seg, n_seg = segments(int(n_bins[j]), int(ordered[j]), spec.max_leaf_nodes, rng)
-            rows = seg[codes[:, j]]
             sums = np.zeros((2, width, k))
-            for c in range(k):  # outputs, not rows
-                sums[0, :, c] = np.bincount(rows, grad[:, c], minlength=width)[:width]
-                sums[1, :, c] = np.bincount(rows, hess[:, c], minlength=width)[:width]
+            sums[0, :n_seg], sums[1, :n_seg] = source.sums(int(j), seg, n_seg, intercept, shapes)
             noisy = release(plan, sums, noise[step])
             step += 1
             g, h = noisy[0, :n_seg], noisy[1, :n_seg]
             h = np.maximum(h, 0.0)
             # The common part of the step (an intercept move) from the totals, then
-            # each segment's step around it; both from this release (post-processing).
+            # each segment's step around it; both from this release (post-processing),
+            # rounded to the model's grid and clipped (exact sums of scores, any order).
             common = g.sum(axis=0) / (h.sum(axis=0) + spec.l2_regularization)
             update = (g - common * h) / (h + spec.l2_regularization)
-            intercept += spec.learning_rate * common
-            shapes[j] += spec.learning_rate * update[seg]
+            moved_intercept = np.clip(
+                intercept + to_units(spec.learning_rate * common), -_LIMIT_UNITS, _LIMIT_UNITS
+            )
+            moved_shape = np.clip(
+                shapes[j] + to_units(spec.learning_rate * update)[seg], -_LIMIT_UNITS, _LIMIT_UNITS
+            )
+            delta_intercept, delta_shape = moved_intercept - intercept, moved_shape - shapes[j]
+            intercept, shapes[j] = moved_intercept, moved_shape
+            source.moved(int(j), delta_intercept, delta_shape)
             step_std = spec.learning_rate * plan.std / (h + spec.l2_regularization)
             variances[j] += np.square(step_std)[seg]
-            scores += spec.learning_rate * (update[rows] + common)
         if advance is not None:
             advance(1)
-    return intercept, shapes, [np.sqrt(v) for v in variances]
+    return (
+        intercept.astype(np.float64) * MODEL_UNIT,
+        [s.astype(np.float64) * MODEL_UNIT for s in shapes],
+        [np.sqrt(v) for v in variances],
+    )
 
 
 def decision_scores(

@@ -16,7 +16,13 @@ from dpkit.accounting.composition import largest_rho
 from dpkit.accounting.events import ComposedEvent, EpsilonDeltaEvent, PrivacyEvent, ZCDPEvent
 from dpkit.errors import BudgetExceededError, InvalidParameterError
 from dpkit.privacy import PrivacyReport
-from dpkit.trees.boosting._cyclic import CyclicSpec, Loss, fit_cyclic, release_size
+from dpkit.trees.boosting._cyclic import (
+    CyclicSpec,
+    GradientSource,
+    Loss,
+    fit_cyclic,
+    release_size,
+)
 from dpkit.trees.boosting._noise import (
     NoisePlan,
     draw,
@@ -257,14 +263,18 @@ class BoostingMixin:
     def _fit_boosted(
         self,
         loss: Loss,
-        codes: NDArray[np.int16],
-        targets: NDArray[np.float64],
+        source: GradientSource,
         n_bins: NDArray[np.int64],
         ordered: NDArray[np.int64],
         init: NDArray[np.float64],
         label: str,
+        accountant: Any = None,
     ) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
         """Charge the cost (the accountant), then fit; sets the fitted report attributes.
+
+        ``source`` holds the rows (in memory, or an engine's table: ``_engine_fit``);
+        it is read only inside the paid part. ``accountant``: who pays (default: the
+        estimator's ``accountant`` parameter).
 
         With an "auto" shape, ``AUTO_COUNT_SHARE`` of the budget first buys a noisy
         count of the rows (sensitivity 1; discrete Gaussian or Laplace like every
@@ -285,15 +295,14 @@ class BoostingMixin:
             n_hat, count_plan = None, None
             if count_share > 0:
                 count_plan = self._count_plan(count_share)
-                rows = np.array([float(codes.shape[0])])
+                rows = np.array([float(source.rows())])
                 n_hat = float(release(count_plan, rows, draw(count_plan, rnd.mechanism)[0])[0])
             plan = self._boosting_plan(loss, n_bins, ordered, self._shape(n_hat), 1 - count_share)
             noise = draw(plan.noise, rnd.mechanism)
             rounds = plan.spec.max_iter
-            with fit_progress(f"{label}: boosting rounds", rounds, codes.shape[1]) as advance:
+            with fit_progress(f"{label}: boosting rounds", rounds, int(n_bins.size)) as advance:
                 fitted = fit_cyclic(
-                    codes,
-                    targets,
+                    source,
                     plan.loss,
                     init,
                     n_bins,
@@ -306,7 +315,7 @@ class BoostingMixin:
                 )
             return fitted, plan, count_plan
 
-        payer = as_accountant(self.accountant)
+        payer = as_accountant(self.accountant if accountant is None else accountant)
         event = self._event(loss, n_bins, ordered)
         try:
             fitted, plan, count_plan = fit_paid(payer, cost, label, run, event=event)

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.utils.validation import check_is_fitted
 
-from dpkit.trees.boosting._cyclic import LogLoss, decision_scores, probabilities
+from dpkit.errors import InvalidParameterError
+from dpkit.trees.boosting._cyclic import (
+    ArraySource,
+    LogLoss,
+    decision_scores,
+    probabilities,
+    to_units,
+)
+from dpkit.trees.boosting._engine_fit import (
+    EngineSource,
+    declared_domain,
+    is_session,
+    session_table,
+)
 from dpkit.trees.boosting._estimator import BoostingMixin
-from dpkit.trees.classification._inputs import MISSING_POLICIES, DPClassifierBase
+from dpkit.trees.classification._inputs import MISSING_POLICIES, DPClassifierBase, check_classes
 from dpkit.trees.engine._sklearn import store_parameters
 
 
@@ -106,8 +120,19 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         MISSING_POLICIES.check(self.missing)
         self._check_boosting_params()
 
-    def fit(self, X: Any, y: Any) -> DPGradientBoostingClassifier:
-        """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring)."""
+    def fit(
+        self, X: Any, y: Any, *, features: Sequence[str] | None = None
+    ) -> DPGradientBoostingClassifier:
+        """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring).
+
+        ``fit(session, y="label", features=[...])``: the same fit on a
+        :class:`dpkit.Session`'s table, every update one aggregation inside its
+        engine (DuckDB), paid by the session's accountant; the rows never leave
+        the engine (``trees.boosting._engine_fit``). Two classes, ``missing="separate"``,
+        no privacy unit; features' codes from the schema's declared domains or bounds.
+        """
+        if is_session(X):
+            return self._fit_session(X, y, features)
         self._check_common_params()  # every public check before the data is looked at
         codes, labels, n_bins, categorical = self._prepare_fit(X, y)
         ordered = np.where(categorical, 0, self.grid_.n_bins).astype(np.int64)
@@ -116,14 +141,53 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
             targets = (labels == 1).astype(np.float64)[:, None]
         else:
             targets = np.eye(loss.n_outputs)[labels]
+        init = np.zeros(loss.n_outputs)
         self.intercept_, self.shapes_ = self._fit_boosted(
             loss,
-            codes,
-            targets,
+            ArraySource(codes, targets, loss, to_units(init)),
             n_bins,
             ordered,
-            np.zeros(loss.n_outputs),
+            init,
             "DPGradientBoostingClassifier.fit",
+        )
+        return self
+
+    def _fit_session(self, session: Any, y: Any, features: Any) -> DPGradientBoostingClassifier:
+        """The session fit: public checks, then the paid loop over engine passes."""
+        self._check_common_params()
+        if self.missing != "separate":
+            raise InvalidParameterError(
+                "fit(session, ...) supports missing='separate' only (missing='error' would make "
+                "the fit fail on one row's value after the charge)."
+            )
+        table = session_table(self, session, y, features)
+        declared = (
+            self.classes if self.classes is not None else declared_domain(session, table.label)
+        )
+        classes = check_classes(declared)
+        if classes.size > 2:
+            raise InvalidParameterError(
+                "fit(session, ...) fits two classes for now; fit several classes on arrays."
+            )
+        grid = table.grid
+        self.grid_ = grid
+        self.classes_ = classes
+        self.n_classes_ = int(classes.size)
+        self.missing_code_ = grid.n_bins.copy()
+        self.n_features_in_ = grid.n_features
+        self.feature_names_in_ = np.asarray(grid.names, dtype=object)
+        n_bins = grid.n_bins + 1
+        ordered = np.where(grid.is_categorical, 0, grid.n_bins).astype(np.int64)
+        loss = LogLoss(1)
+        source = EngineSource(table, loss, classes=tuple(classes.tolist()))
+        self.intercept_, self.shapes_ = self._fit_boosted(
+            loss,
+            source,
+            n_bins,
+            ordered,
+            np.zeros(1),
+            "DPGradientBoostingClassifier.fit",
+            accountant=session.accountant,
         )
         return self
 

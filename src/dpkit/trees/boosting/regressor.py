@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -9,7 +10,14 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from dpkit.trees.boosting._cyclic import SquaredLoss, decision_scores
+from dpkit.errors import InvalidParameterError
+from dpkit.trees.boosting._cyclic import ArraySource, SquaredLoss, decision_scores, to_units
+from dpkit.trees.boosting._engine_fit import (
+    EngineSource,
+    declared_bounds,
+    is_session,
+    session_table,
+)
 from dpkit.trees.boosting._estimator import BoostingMixin
 from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import check_target_bounds, regression_rows
@@ -86,8 +94,19 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
     loss: str
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {"loss": [LOSSES.constraint()]}
 
-    def fit(self, X: Any, y: ArrayLike) -> DPGradientBoostingRegressor:
-        """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring)."""
+    def fit(
+        self, X: Any, y: ArrayLike | str, *, features: Sequence[str] | None = None
+    ) -> DPGradientBoostingRegressor:
+        """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring).
+
+        ``fit(session, y="target", features=[...])``: the same fit on a
+        :class:`dpkit.Session`'s table, every update one aggregation inside its
+        engine (DuckDB), paid by the session's accountant; the rows never leave
+        the engine (``trees.boosting._engine_fit``). Rows with a missing feature
+        or target are left out, as in the array fit; no privacy unit.
+        """
+        if is_session(X):
+            return self._fit_session(X, y, features)
         self._check_boosting_params()
         loss = LOSSES.lookup(self.loss)
         lo, hi = check_target_bounds(self.target_bounds)
@@ -98,14 +117,48 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         ordered = np.where(grid.is_categorical, 0, n_bins).astype(np.int64)
         self.grid_ = grid
         self.target_bounds_ = (lo, hi)
+        init = np.array([0.5])
         self.intercept_, self.shapes_ = self._fit_boosted(
             loss,
-            codes,
-            y_unit[:, None],
+            ArraySource(codes, y_unit[:, None], loss, to_units(init)),
+            n_bins,
+            ordered,
+            init,
+            "DPGradientBoostingRegressor.fit",
+        )
+        return self
+
+    def _fit_session(self, session: Any, y: Any, features: Any) -> DPGradientBoostingRegressor:
+        """The session fit: public checks, then the paid loop over engine passes."""
+        self._check_boosting_params()
+        loss = LOSSES.lookup(self.loss)
+        table = session_table(self, session, y, features)
+        if session.column_kinds.get(table.label) != "numeric":
+            raise InvalidParameterError(
+                f"the target column {table.label!r} must be numeric for a regressor."
+            )
+        declared = (
+            self.target_bounds
+            if self.target_bounds is not None
+            else declared_bounds(session, table.label)
+        )
+        lo, hi = check_target_bounds(declared)
+        grid = table.grid
+        self.grid_ = grid
+        self.target_bounds_ = (lo, hi)
+        self.n_features_in_ = grid.n_features
+        self.feature_names_in_ = np.asarray(grid.names, dtype=object)
+        n_bins = grid.n_bins
+        ordered = np.where(grid.is_categorical, 0, n_bins).astype(np.int64)
+        source = EngineSource(table, loss, target_bounds=(lo, hi))
+        self.intercept_, self.shapes_ = self._fit_boosted(
+            loss,
+            source,
             n_bins,
             ordered,
             np.array([0.5]),
             "DPGradientBoostingRegressor.fit",
+            accountant=session.accountant,
         )
         return self
 

@@ -44,7 +44,12 @@ from dpkit.trees.engine._budget import as_float_at_most
 from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import Columns, FeatureGrid, check_n_cuts, make_grid
 from dpkit.trees.engine._rules import noisy_row_count
-from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, check_fraction, check_positive_int
+from dpkit.trees.engine._sklearn import (
+    DPTreeEstimatorBase,
+    check_fraction,
+    check_positive_int,
+    fitted_domains,
+)
 
 #: ``missing=``: name -> the extra codes per feature for missing values.
 MISSING_POLICIES: Choices[int] = Choices(
@@ -301,13 +306,13 @@ class DPClassifierBase(ClassifierMixin, DPTreeEstimatorBase):
 
     def _prepare_predict(self, X: Any) -> NDArray[np.int16]:
         check_is_fitted(self, "grid_")
-        if isinstance(X, pd.DataFrame) and not getattr(self, "domains", None):
+        if isinstance(X, pd.DataFrame) and not fitted_domains(self):
             validate_data(self, X, reset=False, skip_check_array=True)
             fast = encode_frame(X, self.grid_)
             if fast is not None:
                 codes, mask = fast  # ±inf is missing, like NaN (docs/queries.md)
                 return self._apply_missing(codes, mask, [str(c) for c in X.columns])
-        X_filled, mask, names = _missing_masks(X, getattr(self, "domains", None))
+        X_filled, mask, names = _missing_masks(X, fitted_domains(self))
         if mask.any() and self.missing_code_ is None:
             cols = np.flatnonzero(mask.any(axis=0))
             which = [names[j] for j in cols] if names is not None else [int(j) for j in cols]

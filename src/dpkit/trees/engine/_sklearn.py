@@ -156,7 +156,7 @@ class DPTreeEstimatorBase(BaseEstimator):
         check_is_fitted(self, "grid_")
         if isinstance(X, pd.DataFrame):
             validate_data(self, X, reset=False, skip_check_array=True)
-            columns = split_columns(X, getattr(self, "domains", None))
+            columns = split_columns(X, fitted_domains(self))
             grid: FeatureGrid = self.grid_
             if list(columns.categorical) != list(grid.is_categorical):
                 raise DataError(
@@ -183,6 +183,19 @@ class DPTreeEstimatorBase(BaseEstimator):
                 "this model has no branch for them: impute them first."
             )
         return self.grid_.encode(columns.arrays)
+
+
+def fitted_domains(estimator: Any) -> Any:
+    """The categorical domains a fitted model predicts with: its grid's, by column name.
+
+    The same as the ``domains`` parameter for a fit on a DataFrame; for a fit on a
+    :class:`dpkit.Session` they come from the schema (the parameter is then None).
+    """
+    grid = getattr(estimator, "grid_", None)
+    if grid is None or grid.names is None:
+        return getattr(estimator, "domains", None)
+    declared = {n: c for n, c in zip(grid.names, grid.categories) if c is not None}
+    return declared or getattr(estimator, "domains", None)
 
 
 def _n_rows(X: Any) -> int:

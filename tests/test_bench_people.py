@@ -1,0 +1,114 @@
+"""The pure helpers of ``benchmarks/queries.py --people`` (issue 33): data, truths, RMSE, loop.
+
+The benchmark itself is not run by CI; these check what its figures rest on:
+the generated table has the stated shape, the bounded count's truth is
+Σ min(rows, 5), PyDP's pre-bounding keeps the same rows, the RMSE/SE/coverage
+arithmetic, the geometric noise's standard deviation, and the interleaved loop.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def people() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _people
+
+        yield _people
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_generated_table_shape(people: Any) -> None:
+    data = people.generate(20_000, seed=5)
+    assert all(v.size == 20_000 for v in data.values())
+    per_person = np.bincount(data["pid"])
+    assert per_person.min() >= 1 and per_person[:-1].max() <= 20  # the last person may be cut
+    assert np.all(np.diff(data["pid"]) >= 0)  # a person's rows are contiguous
+    assert data["age"].min() >= 0.0 and data["age"].max() <= 100.0
+    assert np.unique(data["age"]).size > 19_000  # continuous: no ties to speak of
+    assert data["income"].min() >= 0.0 and data["income"].max() <= 500_000.0
+    assert set(np.unique(data["region"])) == set(range(10))
+
+
+def test_truths_against_a_loop(people: Any) -> None:
+    data = people.generate(3_000, seed=6)
+    truth = people.truths(data)
+    kept = sum(min(int((data["pid"] == p).sum()), 5) for p in np.unique(data["pid"]))
+    assert truth["count_bounded"] == kept
+    assert truth["count"] == 3_000
+    for g in range(10):
+        rows = data["region"] == g
+        assert truth["count_by_region"][g] == rows.sum()
+        assert truth["mean_income_by_region"][g] == pytest.approx(data["income"][rows].mean())
+    assert truth["median_age"] == pytest.approx(float(np.median(data["age"])))
+
+
+def test_pydp_prebounding_keeps_the_truths_rows(people: Any) -> None:
+    import _peers_google
+
+    data = people.generate(3_000, seed=7)
+    mask = _peers_google._bounded_rows(data["pid"], 5)
+    assert mask.sum() == people.truths(data)["count_bounded"]
+    assert np.bincount(data["pid"][mask]).max() <= 5
+
+
+def test_rmse_and_standard_error(people: Any) -> None:
+    assert people.rmse_and_se(np.full(7, 2.0)) == (2.0, 0.0)
+    grouped = np.array([[3.0, 4.0], [0.0, 0.0]])  # per release: 12.5 and 0 -> RMSE 2.5
+    rmse, se = people.rmse_and_se(grouped)
+    assert rmse == pytest.approx(2.5)
+    assert se == pytest.approx(np.std([12.5, 0.0], ddof=1) / (2 * 2.5 * math.sqrt(2)))
+    rng = np.random.default_rng(0)  # Laplace of scale 1: RMSE √2, SE near its spread
+    draws = [people.rmse_and_se(rng.laplace(0, 1, 400))[0] for _ in range(200)]
+    _, se = people.rmse_and_se(rng.laplace(0, 1, 400))
+    assert np.mean(draws) == pytest.approx(math.sqrt(2), rel=0.02)
+    assert se == pytest.approx(np.std(draws), rel=0.25)
+
+
+def test_geometric_sd_is_the_distributions(people: Any) -> None:
+    for scale in (1.0, 5.0):
+        z = np.arange(-400, 401)
+        p = np.exp(-np.abs(z) / scale)
+        assert people._geometric_sd(scale) == pytest.approx(math.sqrt((z**2 * p).sum() / p.sum()))
+
+
+def test_predicted_rmse_and_coverage(people: Any) -> None:
+    assert people.predicted_rmse({"sd": 3.0}, 10.0, 0) == 3.0
+    mid = sum(people.INCOME) / 2
+    centred = {"sum_sd": 100.0, "count_sd": 2.0, "centred": True}
+    assert people.predicted_rmse(centred, mid, 50) == pytest.approx(2.0)  # the count term vanishes
+    raw = {**centred, "centred": False}
+    assert people.predicted_rmse(raw, mid, 50) == pytest.approx(math.hypot(100, 2 * mid) / 50)
+    assert people.coverage([(0, 2), (3, 4)], 1.0) == 0.5
+    assert people.coverage([[(0, 2), (0, 2)], [(0, 2), (5, 6)]], [1.0, 1.0]) == 0.75
+
+
+def test_loop_interleaves_and_skips_the_warm_up(people: Any) -> None:
+    import _people_loop
+
+    log: list[str] = []
+
+    def releaser(name: str, ci: bool) -> Any:
+        def release() -> Any:
+            log.append(name)
+            return {"value": 1.0, "ci": (0.0, 2.0)} if ci else [1.0, 2.0]
+
+        return release
+
+    out = _people_loop.run({"a": releaser("a", True), "b": releaser("b", False)}, reps=3)
+    assert log == ["a", "b"] * 3
+    assert out["values"] == {"a": [1.0] * 3, "b": [[1.0, 2.0]] * 3}
+    assert out["cis"] == {"a": [(0.0, 2.0)] * 3}
+    assert set(out["time_s"]) == {"a", "b"}
