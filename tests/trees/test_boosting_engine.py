@@ -234,6 +234,26 @@ def test_the_engine_is_only_asked_for_small_aggregations(monkeypatch: pytest.Mon
     assert max(calls.sizes) <= 5
 
 
+def test_every_pass_holds_the_session_lock() -> None:
+    """A pass sets the model on the connection and then reads it: concurrent callers of one
+    session must not interleave there, so each pass runs under the session's lock."""
+    s = session(table(n=300, seed=4))
+    engine, held = s.engine, []
+    original = engine.boosting_sums  # type: ignore[attr-defined]
+
+    def watched(spec: Any) -> Any:
+        held.append(s._lock._is_owned())  # type: ignore[attr-defined]
+        return original(spec)
+
+    engine.boosting_sums = watched  # type: ignore[attr-defined]
+    try:
+        model = DPGradientBoostingClassifier(epsilon=1.0, max_iter=2, n_cuts=N_CUTS)
+        model.fit(s, y="lab", features=FEATURES)
+    finally:
+        del engine.boosting_sums  # type: ignore[attr-defined]
+    assert held and all(held)
+
+
 def refusing(make: Any, s: Session, **fit: Any) -> str:
     before = s.spent
     reads: list[Any] = []

@@ -742,6 +742,16 @@ class Session(QueryMethods):
         return self._engine
 
     @property
+    def guarded_engine(self) -> Any:
+        """The engine with every call holding this session's lock: one engine pass at a time.
+
+        What a release that reads through the engine outside :meth:`answer`
+        (a synthetic table, a boosted model fitted on the session) must use,
+        so that passes of concurrent callers on one session never interleave.
+        """
+        return GuardedEngine(self._engine, self._lock, None)
+
+    @property
     def privacy_unit(self) -> str | None:
         """The column identifying people (public), or None: one row per person."""
         return self._privacy_unit
@@ -900,7 +910,7 @@ class Session(QueryMethods):
 
         run = synthesizer(method)
         inputs = SynthesisInputs(
-            engine=GuardedEngine(self._engine, self._lock, None),
+            engine=self.guarded_engine,
             schema=self._schema,
             kinds=dict(self._kinds),
             accountant=self._accountant,

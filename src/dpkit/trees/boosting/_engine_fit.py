@@ -209,7 +209,8 @@ class EngineSource:
             probabilities=tuple(int(v) for v in p),
             hessians=tuple(int(v) for v in h),
         )
-        frame: pd.DataFrame = self.table.session.engine.boosting_sums(spec)
+        # The session's lock: a pass sets the model on the connection, then reads it.
+        frame: pd.DataFrame = self.table.session.guarded_engine.boosting_sums(spec)
         return frame
 
     def rows(self) -> int:
