@@ -173,8 +173,31 @@ def histogram2d(
     )  # fmt: skip
 
 
+#: Per-column declarations on the command line (``dpkit inspect``, ``dpkit synth``): they go
+#: into the schema, beside a ``--schema`` file's.
+_DECLARED = OptionGroup(
+    (
+        option(
+            "bounds",
+            list[str] | None,
+            None,
+            "--bounds",
+            help="Declared bounds COLUMN=LO,HI (repeatable), e.g. age=0,120.",
+        ),
+        option(
+            "domains",
+            list[str] | None,
+            None,
+            "--domain",
+            help="Declared categories COLUMN=A,B,... (repeatable).",
+        ),
+    )
+)
+
+
 @app.command("inspect")
 @_friendly
+@grouped(declared=_DECLARED)
 def inspect_file(
     table: Path = typer.Argument(
         ..., help="A CSV or Parquet file.", exists=True, dir_okay=False, readable=True
@@ -182,12 +205,7 @@ def inspect_file(
     types: list[str] | None = typer.Option(
         None, "--type", help="Declared column type COLUMN=TYPE (repeatable), e.g. age=DOUBLE."
     ),
-    bounds: list[str] | None = typer.Option(
-        None, "--bounds", help="Declared bounds COLUMN=LO,HI (repeatable), e.g. age=0,120."
-    ),
-    domains: list[str] | None = typer.Option(
-        None, "--domain", help="Declared categories COLUMN=A,B,... (repeatable)."
-    ),
+    declared: Any = None,
     encoding: str = typer.Option(
         "utf-8", "--encoding", help="The CSV file's text encoding, e.g. latin-1 (default UTF-8)."
     ),
@@ -203,7 +221,76 @@ def inspect_file(
     """
     from dpkit.tables._cli_inspect import inspect_command
 
-    raise typer.Exit(inspect_command(table, types, bounds, domains, encoding, as_json))
+    code = inspect_command(table, types, declared["bounds"], declared["domains"], encoding, as_json)
+    raise typer.Exit(code)
+
+
+#: How ``dpkit synth`` opens a file: ``dpkit query``'s own options (:data:`SOURCE`), less the
+#: ones a synthetic table does not take (a privacy unit, the noise of a query).
+_SYNTH_SOURCE = OptionGroup(
+    tuple(p for p in SOURCE.parameters if p.name in ("schema", "types", "infer_types", "encoding"))
+)
+
+
+@app.command()
+@_friendly
+@grouped(source=_SYNTH_SOURCE, declared=_DECLARED, seed=SEED, ledger=LEDGER, dry_run=DRY_RUN)
+def synth(
+    table: Path = typer.Argument(..., help="A CSV or Parquet file.", exists=True, dir_okay=False),
+    rows: int = typer.Option(..., "--rows", help="Rows of the synthetic table."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Where to write it: .parquet or .csv; the report goes beside it, NAME.report.json.",
+    ),
+    epsilon: float | None = typer.Option(
+        None, "--epsilon", help="Privacy budget ε it spends (with --delta); or give --rho."
+    ),
+    delta: float | None = typer.Option(
+        None, "--delta", help="δ of the guarantee (default: the ledger's budget δ), e.g. 1e-9."
+    ),
+    rho: float | None = typer.Option(None, "--rho", help="ρ-zCDP to spend, instead of --epsilon."),
+    method: str = typer.Option("mst", "--method", help="mst (default) | aim."),
+    columns: list[str] | None = typer.Option(
+        None,
+        "--column",
+        help="A column to synthesize (repeatable or comma-separated; default: every column).",
+    ),
+    bins: int = typer.Option(
+        16, "--bins", help="Equal-width bins of a numeric column over its declared bounds."
+    ),
+    workload: list[str] | None = typer.Option(
+        None,
+        "--workload",
+        help="aim: a marginal to preserve, A,B or A (repeatable; default: every pair).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out and its report."),
+    source: Any = None,
+    declared: Any = None,
+    seed: Any = None,
+    ledger: Any = None,
+    dry_run: Any = None,
+) -> None:
+    """Write a DP synthetic table of a CSV or Parquet file (MST or AIM), paid from its ledger.
+
+    Every column synthesized needs a public domain: --domain COLUMN=A,B for
+    categories, --bounds COLUMN=LO,HI for numbers (cut into --bins bins), or
+    a --schema file (which can also give explicit edges). Guarantee: rho-zCDP
+    under add/remove one row, charged once to the file's ledger as (epsilon,
+    delta). Everything is checked before the charge; a refusal spends nothing.
+    Progress goes to stderr, then the report: the marginals measured and
+    their noise. Needs the synth extra: pip install 'dpkit\\[synth]'. Example:
+    dpkit synth people.csv --type age=DOUBLE,sex=VARCHAR --bounds age=0,100
+    --domain sex=f,m --rows 1000 --epsilon 1 --delta 1e-9 --out synth.parquet
+    """
+    from dpkit.synth._cli import synth_command
+
+    code = synth_command(
+        table, out=out, rows=rows, method=method, epsilon=epsilon, delta=delta, rho=rho,
+        columns=columns, bins=bins, workload=workload, force=force, source=source,
+        declared=declared, ledger=ledger, **seed, **dry_run,
+    )  # fmt: skip
+    raise typer.Exit(code)
 
 
 def _refuse_data_file(ledger: Path) -> None:

@@ -206,6 +206,26 @@ class RemoteDataset(QueryMethods):
         body = self._http.request("GET", f"/api/v1/datasets/{self.name}/twin", params={"rows": n})
         return list(body["rows"])
 
+    def synthetic(self) -> Any:
+        """The dataset's published DP synthetic table as a pandas DataFrame (free).
+
+        Its ``attrs`` hold the ``guarantee`` (method, ε, δ, ρ) and ``report``
+        (marginals measured, noise, error estimates) the service states with it.
+        """
+        import pandas as pd
+
+        path = f"/api/v1/datasets/{self.name}/synthetic"
+        body = self._http.request("GET", path, params={"offset": 0, "limit": _PAGE})
+        rows = list(body["rows"])
+        while len(rows) < body["total_rows"]:
+            page = self._http.request("GET", path, params={"offset": len(rows), "limit": _PAGE})
+            if not page["rows"]:
+                break
+            rows.extend(page["rows"])
+        frame = pd.DataFrame.from_records(rows, columns=body["columns"])
+        frame.attrs.update(name=body["name"], guarantee=body["guarantee"], report=body["report"])
+        return frame
+
     def cost(self, spec: QuerySpec) -> dict[str, Any]:
         """A dry run: the query's cost and whether the budget can pay it (nothing charged)."""
         return dict(
@@ -278,6 +298,10 @@ class AdminClient:
 
     def close(self) -> None:
         self._http.close()
+
+
+#: Rows per request when reading a synthetic table (the service's most).
+_PAGE = 10_000
 
 
 def _budget(data: Mapping[str, Any]) -> Budget:

@@ -25,3 +25,17 @@ def transcript(
         [(e.label, e.cost, e.scopes) for e in accountant.history],
         [(type(w.message).__name__, str(w.message)) for w in caught],
     )
+
+
+def histogram_fields(h: Any, lo: Any, hi: Any) -> tuple[Any, ...]:
+    """What a published histogram shows besides its estimates (errors of ranges [lo, hi] included)."""
+    return (
+        h.method,
+        h.epsilon,
+        h.delta,
+        h.rho,
+        h.details,
+        h.errors.tolist(),
+        h.bins.tolist(),
+        h.answer_error(lo, hi).tolist(),
+    )

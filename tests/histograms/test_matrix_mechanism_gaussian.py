@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.histograms._transcripts import transcript
+from tests.histograms._transcripts import histogram_fields, transcript
 
 from dpkit.accounting import Accountant, Budget
 from dpkit.accounting.composition import largest_rho
@@ -209,16 +209,7 @@ def _transcript(counts: Any, composition: str = "zcdp", **kw: Any) -> tuple[Any,
     return transcript(
         acc,
         lambda: matrix_mechanism(counts, accountant=acc, noise="gaussian", **kw),
-        lambda h: (
-            h.method,
-            h.epsilon,
-            h.delta,
-            h.rho,
-            h.details,
-            h.errors.tolist(),
-            h.bins.tolist(),
-            h.answer_error(np.array([0, 3]), np.array([31, 9])).tolist(),
-        ),
+        lambda h: histogram_fields(h, np.array([0, 3]), np.array([31, 9])),
     )
 
 

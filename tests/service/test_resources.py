@@ -242,6 +242,8 @@ def test_a_twin_flood_keeps_the_threads_bounded(tmp_path: Path) -> None:
         f"{served[len(served) // 2]:.2f} s), {len(refused)} refused with 503 (median "
         f"{refused[len(refused) // 2]:.2f} s)"
     )
-    # refused without queueing behind the work (CPU-bound workers share the GIL with the
-    # event loop, so "at once" is relative on a loaded 2-core machine)
-    assert refused[len(refused) // 2] <= served[len(served) // 2]
+    # refused without queueing behind the work: a refusal that waited for the line to drain
+    # would take as long as the last answer. (CPU-bound workers share the GIL with the event
+    # loop, so on a loaded 2-core machine a refusal and an early answer take about as long:
+    # comparing medians was a coin toss there.)
+    assert refused[len(refused) // 2] < served[-1], (refused, served)

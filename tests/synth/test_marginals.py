@@ -115,3 +115,32 @@ def test_a_column_without_a_declared_domain_or_bounds_is_refused() -> None:
     with pytest.raises(InvalidParameterError, match="no declared domain or bounds") as err:
         discretise(s.schema, s.column_kinds, ["x", "k"], 4)
     assert "'a'" not in str(err.value)
+
+
+def test_categories_are_coded_by_the_comparison_after_grouping() -> None:
+    """Numbers and text as categories: the engine groups values before coding them, and the
+    codes must still be the comparison's (−0.0 equals 0.0; NaN, NULL and values not
+    declared are missing; text is binary-collated even where the table says NOCASE)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (v DOUBLE, k VARCHAR COLLATE NOCASE)")
+    con.execute(
+        "INSERT INTO t VALUES (0.0, 'a'), (-0.0, 'A'), ('nan', 'a'), (NULL, NULL), "
+        "(1.5, 'b'), (2.0, 'a'), (1.5, 'B')"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        s = Session.from_duckdb(
+            "t",
+            connection=con,
+            infer_types=True,  # the table's own types, NOCASE included
+            schema={"columns": {"v": {"domain": [0.0, 1.5]}, "k": {"domain": ["a", "b"]}}},
+            epsilon=1.0,
+        )
+    v_attr, k_attr = discretise(s.schema, s.column_kinds, ["v", "k"], 4)
+    got = marginal(s.engine, [v_attr, k_attr])
+    expected = np.zeros((3, 3), dtype=np.int64)
+    for v, k in [(0, 0), (0, 2), (2, 0), (2, 2), (1, 1), (2, 0), (1, 2)]:
+        expected[v, k] += 1
+    np.testing.assert_array_equal(got, expected)

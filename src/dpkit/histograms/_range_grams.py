@@ -115,6 +115,19 @@ class Gram:
         return np.sqrt(eig)[::-1]
 
 
+class Keyed:
+    """A Gram hashed by its public key, so equal workloads share one cached strategy."""
+
+    def __init__(self, gram: Gram) -> None:
+        self.gram = gram
+
+    def __hash__(self) -> int:
+        return hash(self.gram.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Keyed) and self.gram.key == other.gram.key
+
+
 def svd_bound(gram: Gram) -> float:
     """The SVD lower bound on the unit error (Li & Miklau 2013): (Σ σᵢ)² / (n·m).
 

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from dpkit.errors import InvalidParameterError
-from dpkit.histograms._range_grams import Gram
+from dpkit.histograms._range_grams import Gram, Keyed
 
 #: The strategy's entries are multiples of 2**-QUANTUM_BITS (rounded down).
 QUANTUM_BITS = 20
@@ -105,6 +105,16 @@ class PIdentity:
     def p(self) -> int:
         """Number of aggregate rows."""
         return int(self.b.shape[0])
+
+    @property
+    def size(self) -> int:
+        """The number of measured values, n + p."""
+        return self.n + self.p
+
+    @property
+    def changed(self) -> int:
+        """How many measured values one unit count moves: its unit row and the p aggregates."""
+        return self.p + 1
 
     def measure(self, x: ArrayLike) -> NDArray[np.float64]:
         """A x (length n + p): the weighted unit counts, then the p weighted aggregates."""
@@ -279,19 +289,6 @@ def assemble(
     return PIdentity(theta, a, b, sensitivity, workload_key, c, chol, k_prefix, inv_a2_prefix)
 
 
-class _Keyed:
-    """A Gram hashed by its public key, so equal workloads share one cached strategy."""
-
-    def __init__(self, gram: Gram) -> None:
-        self.gram = gram
-
-    def __hash__(self) -> int:
-        return hash(self.gram.key)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Keyed) and self.gram.key == other.gram.key
-
-
 def p_identity(gram: Gram, p: int | None = None) -> PIdentity:
     """The optimised p-Identity strategy for a workload (cached per (workload key, p)).
 
@@ -300,7 +297,7 @@ def p_identity(gram: Gram, p: int | None = None) -> PIdentity:
     strategy is no better than the identity (Θ = 0, e.g. all ranges over a few
     dozen bins), the identity is returned: its p aggregate rows are zero.
     """
-    return _cached(_Keyed(gram), checked_rows(gram.n, p))
+    return _cached(Keyed(gram), checked_rows(gram.n, p))
 
 
 def checked_rows(n: int, rows: object) -> int:
@@ -316,7 +313,7 @@ def checked_rows(n: int, rows: object) -> int:
 
 
 @functools.lru_cache(maxsize=16)
-def _cached(keyed: _Keyed, p: int) -> PIdentity:
+def _cached(keyed: Keyed, p: int) -> PIdentity:
     from threadpoolctl import threadpool_limits  # installed with scikit-learn
 
     gram = keyed.gram

@@ -1,9 +1,10 @@
-"""The matrix mechanism with HDMM's optimised p-Identity strategy (epsilon-DP, Laplace).
+"""The matrix mechanism with optimised range strategies (epsilon-DP, Laplace).
 
 Li, Miklau, Hay, McGregor, Rastogi, "The matrix mechanism", VLDB Journal 2015;
 McKenna, Miklau, Hay, Machanavajjhala, "Optimizing error of high-dimensional
 statistical queries under differential privacy", VLDB 2018. A public strategy A,
-optimised for the workload (:mod:`dpkit.histograms._strategy_l1`), is measured
+optimised for the workload (HDMM's p-Identity, :mod:`dpkit.histograms._strategy_l1`,
+or a tree with optimised level weights, :mod:`dpkit.histograms._strategy_tree`), is measured
 with Laplace noise and the unit counts are estimated by least squares, so every
 range sum's error is known exactly before the release. ``noise="gaussian"``
 (:func:`gaussian_matrix_mechanism`) measures an ℓ2-optimal design
@@ -61,22 +62,30 @@ def matrix_mechanism(
     delta: float | None = None,
     rho: float | None = None,
 ) -> PublishedHistogram:
-    """Publish unit counts through a workload-optimised strategy A = [I; Θ] D and least squares.
+    """Publish unit counts through a workload-optimised strategy A and least squares.
+
+    The strategy (:func:`laplace_strategy`) is the one of two optimised kinds
+    with the smaller exact workload error: HDMM's p-Identity A = [I; Θ] D, or
+    a b-ary tree of block sums with optimised level weights
+    (:mod:`dpkit.histograms._strategy_tree`; it wins beyond a few thousand bins).
 
     Privacy: epsilon-DP for add/remove one row. Adding or removing a row
     changes one unit count x_i by 1, so the measurement A x moves by ±A e_i,
-    the i-th column of A. Each column is d_i (e_i; θ_i) with θ_i >= 0 and
-    d_i = 1 / (1 + Σ_k θ_ki), so its l1 norm is 1; the stored entries are
+    the i-th column of A. For p-Identity each column is d_i (e_i; θ_i) with
+    θ_i >= 0 and d_i = 1 / (1 + Σ_k θ_ki), so its l1 norm is 1; for the tree,
+    bin i lies in one block per level, so its column holds w_l once per
+    measured level and its l1 norm is Σ w_l. The stored entries are
     rounded down onto multiples of 2⁻²⁰ and the sensitivity used is the exact
-    maximum column l1 norm Δ of the stored A (about 1). The n + p values of
+    maximum column l1 norm Δ of the stored A (about 1). The values of
     A x get noise from :class:`dpkit.mechanisms.Laplace` with sensitivity Δ and
-    ``changed = p + 1`` (only the i-th unit row and the p aggregate rows differ
-    between neighbours): it rounds each value to its grid and counts that
+    ``changed`` the number of non-zero entries of a column (p + 1: the i-th unit
+    row and the p aggregate rows; for the tree, one block per measured level):
+    it rounds each value to its grid and counts that
     rounding in its integer sensitivity, then adds exact discrete Laplace noise,
     epsilon-DP for any input whose l1 change is at most Δ. The values fed in are
     A x exactly (no floating-point rounding) for integer counts with total below
     2³³ (other counts are refused before the charge): every entry of A is a multiple of 2⁻²⁰ at most 1, so every product and
-    partial sum is a multiple of 2⁻²⁰ below 2⁵³. A (n, p, Θ) is a deterministic
+    partial sum is a multiple of 2⁻²⁰ below 2⁵³. A is a deterministic
     function of n, the workload and ``rows``, all public, and the estimate
     (AᵀA)⁻¹ Aᵀ y is post-processing.
 
@@ -97,7 +106,8 @@ def matrix_mechanism(
         rows: the number p of aggregate rows (default: a public function of n,
             :func:`dpkit.histograms._strategy_l1.rows_for`; at most
             :func:`~dpkit.histograms._strategy_l1.max_rows`, n·p² <= 2³²). The
-            strategy is optimised once per (n, workload, p) and cached.
+            strategy is optimised once per (n, workload, p) and cached. Given,
+            it asks for p-Identity; unset, :func:`laplace_strategy` chooses.
         rng: ``None`` (secure randomness), an int seed or a NumPy Generator
             (reproducible; for tests and experiments only).
         accountant: optional :class:`dpkit.accounting.Accountant`; epsilon is
@@ -138,25 +148,26 @@ def matrix_mechanism(
             "(pass epsilon only, or noise='gaussian')."
         )
     from dpkit.histograms._range_grams import gram_for, svd_bound
-    from dpkit.histograms._strategy_l1 import checked_rows, p_identity
+    from dpkit.histograms._strategy_l1 import checked_rows
     from dpkit.mechanisms import Laplace
 
     x = _exact_counts(counts)
     eps = epsilon_of(epsilon)
     unit_edges = check_edges(edges, x.size)
-    check_bins(x.size, checked_rows(x.size, rows))
+    if rows is not None:
+        checked_rows(x.size, rows)
+    check_bins(x.size, rows)
     gram = gram_for(x.size, workload)
-    strategy = p_identity(gram, rows)
-    p = strategy.p
+    strategy = laplace_strategy(gram, rows)
     mechanism = Laplace(
-        epsilon=eps, sensitivity=strategy.sensitivity, size=x.size + p, changed=p + 1
-    )
+        epsilon=eps, sensitivity=strategy.sensitivity, size=strategy.size,
+        changed=strategy.changed,
+    )  # fmt: skip
     noise_variance = 2.0 * mechanism.scale**2
     unit_error = strategy.unit_error(gram)
     bound = svd_bound(gram)
     details: dict[str, Any] = {
-        "strategy": "p_identity",
-        "p": p,
+        **strategy_details(strategy),
         "workload": gram.kind,
         "scale": mechanism.scale,
         "sensitivity": strategy.sensitivity,
@@ -315,14 +326,53 @@ def expected_variance(n: int, epsilon: float, workload: str = "ranges") -> float
     ``workload`` is ``"prefixes"`` or ``"ranges"``.
     """
     from dpkit.histograms._range_grams import gram_for
-    from dpkit.histograms._strategy_l1 import p_identity
     from dpkit.histograms._workload import workload_ranges
 
     eps = epsilon_of(epsilon)
-    strategy = p_identity(gram_for(n, workload))
+    strategy = laplace_strategy(gram_for(n, workload))
     lo, hi = workload_ranges(n, workload)
     noise = 2.0 * (strategy.sensitivity / eps) ** 2
     return float(np.mean(strategy.range_variances(lo, hi))) * noise
+
+
+#: Largest n for which the p-Identity strategy is optimised by default: beyond it its
+#: aggregate rows cannot cover the domain at an affordable cost (n·p² per step) and the
+#: weighted tree is better (``benchmarks/histograms_strategies.py``).
+P_IDENTITY_MAX_BINS = 8192
+
+
+def laplace_strategy(gram: Any, rows: int | None = None) -> Any:
+    """The Laplace release's strategy: the smaller exact workload error of two optimised kinds (public).
+
+    HDMM's p-Identity (:func:`dpkit.histograms._strategy_l1.p_identity`; up to
+    :data:`P_IDENTITY_MAX_BINS` bins, or whenever ``rows`` is given) and the
+    hierarchical strategy with optimised level weights
+    (:func:`dpkit.histograms._strategy_tree.weighted_tree`). Both are functions
+    of n and the workload only, and both errors are exact, so the choice is too.
+    """
+    from dpkit.histograms._strategy_l1 import p_identity
+    from dpkit.histograms._strategy_tree import weighted_tree
+
+    if rows is not None:
+        return p_identity(gram, rows)
+    tree = weighted_tree(gram)
+    if gram.n > P_IDENTITY_MAX_BINS:
+        return tree
+    flat = p_identity(gram)
+    return flat if flat.unit_error(gram) <= tree.unit_error(gram) else tree
+
+
+def strategy_details(strategy: Any) -> dict[str, Any]:
+    """The public description of a Laplace strategy for ``details``."""
+    from dpkit.histograms._strategy_tree import WeightedTree
+
+    if isinstance(strategy, WeightedTree):
+        return {
+            "strategy": "weighted_tree",
+            "branching": strategy.branching,
+            "level_weights": strategy.weights.tolist(),
+        }
+    return {"strategy": "p_identity", "p": strategy.p}
 
 
 def _hb_rmse(n: int, epsilon: float, kind: str) -> float | None:

@@ -50,9 +50,11 @@ __all__ = [
     "GrantConfig",
     "Limits",
     "ServiceConfig",
+    "SyntheticConfig",
     "dataset_cap",
     "load_config",
     "parse_config",
+    "publication_cap",
 ]
 
 FORMATS = ("csv", "parquet", "duckdb", "sqlite", "postgres", "spark")
@@ -88,7 +90,23 @@ _DATASET_KEYS = {
     "max_epsilon",
     "max_delta",
     "rows",
+    "synthetic",
+    "publication_epsilon",
+    "publication_delta",
 }
+_SYNTHETIC_KEYS = {
+    "name",
+    "method",
+    "rows",
+    "epsilon",
+    "delta",
+    "rho",
+    "columns",
+    "bins",
+    "workload",
+}
+#: The most rows of a synthetic table the service publishes (it is stored and served whole).
+MAX_SYNTHETIC_ROWS = 100_000
 
 
 class ConfigError(DPKitError):
@@ -116,6 +134,42 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class SyntheticConfig:
+    """The DP synthetic table a dataset publishes (``[datasets.NAME.synthetic]``), all public.
+
+    Made once with :meth:`dpkit.Session.synthesize` (``method``, ``rows``,
+    ``epsilon`` and ``delta`` or ``rho``, ``columns``, ``bins``, ``workload``),
+    charged to the dataset's publication ledger, stored under ``name`` and
+    served to analysts for free. Other parameters under the same ``name`` are
+    refused at start-up: a new table needs a new ``name`` (and is charged again).
+    """
+
+    name: str = "synthetic"
+    method: str = "mst"
+    rows: int = 1000
+    epsilon: float | None = None
+    delta: float = 1e-9
+    rho: float | None = None
+    columns: tuple[str, ...] | None = None
+    bins: int = 16
+    workload: tuple[tuple[str, ...], ...] | None = None
+    line: int | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The parameters a stored table was made with (compared at each start)."""
+        return {
+            "method": self.method,
+            "rows": self.rows,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "rho": self.rho,
+            "columns": None if self.columns is None else list(self.columns),
+            "bins": self.bins,
+            "workload": None if self.workload is None else [list(w) for w in self.workload],
+        }
+
+
+@dataclass(frozen=True)
 class DatasetConfig:
     """One table the service answers queries on, with its public metadata."""
 
@@ -133,6 +187,16 @@ class DatasetConfig:
     max_epsilon: float | None = None  # cap on the sum of all grants on this dataset
     max_delta: float | None = None
     rows: int | None = None  # the most rows the owner declares (public; sizes query work)
+    synthetic: SyntheticConfig | None = None  # the DP synthetic table it publishes, if any
+    publication_epsilon: float | None = None  # the cap of its publication ledger
+    publication_delta: float | None = None
+
+
+def publication_cap(dc: DatasetConfig) -> Budget | None:
+    """The cap of a dataset's publication ledger (what its synthetic tables may spend), or None."""
+    if dc.publication_epsilon is None:
+        return None
+    return Budget(dc.publication_epsilon, dc.publication_delta or 0.0)
 
 
 def dataset_cap(dc: DatasetConfig) -> Budget | None:
@@ -335,6 +399,8 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
     max_delta = _number(d, "max_delta", 0.0, where, section, low=0.0) if "max_delta" in d else None
     if max_delta is not None and max_epsilon is None:
         raise where.error(section, "max_delta", "max_delta goes with max_epsilon (the cap on ε)")
+    synthetic = _synthetic(d, section, where)
+    pub_epsilon, pub_delta = _publication(d, synthetic, section, where)
     return DatasetConfig(
         name=name,
         source=source,
@@ -350,7 +416,114 @@ def _dataset(name: str, d: Mapping[str, Any], base: Path, where: _Locator) -> Da
         max_epsilon=max_epsilon,
         max_delta=max_delta,
         rows=_int(d, "rows", 1, 1, where, section) if "rows" in d else None,
+        synthetic=synthetic,
+        publication_epsilon=pub_epsilon,
+        publication_delta=pub_delta,
     )
+
+
+def _synthetic(d: Mapping[str, Any], dataset: str, where: _Locator) -> SyntheticConfig | None:
+    """``[datasets.NAME.synthetic]``, checked (its columns against the schema at start-up)."""
+    if "synthetic" not in d:
+        return None
+    section = f"{dataset}.synthetic"
+    s = _table(d["synthetic"], section, where)
+    bad = sorted(set(s) - _SYNTHETIC_KEYS)
+    if bad:
+        raise where.error(
+            section, bad[0], f"unknown setting {bad[0]!r}; use one of {sorted(_SYNTHETIC_KEYS)}"
+        )
+    if d.get("privacy_unit") is not None:
+        raise where.error(
+            section,
+            None,
+            "a synthetic table is not made for a dataset with a privacy_unit yet (a person's "
+            "several rows would move each marginal by more than 1); remove one of the two",
+        )
+    name = _text(s, "name", "synthetic", where, section)
+    _check_name(name, section, where, "a synthetic table")
+    method = s.get("method", "mst")
+    if method not in ("mst", "aim"):
+        raise where.error(section, "method", 'method must be "mst" (the default) or "aim"')
+    if ("epsilon" in s) == ("rho" in s):
+        raise where.error(
+            section, None, "give exactly one of epsilon (with delta) or rho (zCDP) for the table"
+        )
+    if "delta" not in s:
+        raise where.error(
+            section, None, "give delta (e.g. 1e-9): the table's guarantee is stated as (ε, δ)"
+        )
+    delta = _number(s, "delta", None, where, section, low=0.0, strict=True)
+    if delta >= 1:
+        raise where.error(section, "delta", "delta must be below 1 (e.g. 1e-9)")
+    rows = _int(s, "rows", 1000, 1, where, section)
+    if rows > MAX_SYNTHETIC_ROWS:
+        raise where.error(
+            section,
+            "rows",
+            f"rows must be at most {MAX_SYNTHETIC_ROWS:,} (the table is served whole)",
+        )
+    columns = s.get("columns")
+    if columns is not None and (
+        not isinstance(columns, list) or not all(isinstance(c, str) for c in columns)
+    ):
+        raise where.error(section, "columns", "columns is a list of column names")
+    workload = s.get("workload")
+    if workload is not None:
+        if method != "aim":
+            raise where.error(section, "workload", 'a workload goes with method = "aim"')
+        ok = isinstance(workload, list) and all(
+            isinstance(w, list) and all(isinstance(c, str) for c in w) for w in workload
+        )
+        if not ok:
+            raise where.error(
+                section, "workload", 'workload is a list of column lists, e.g. [["age", "sex"]]'
+            )
+    epsilon, rho = (
+        _number(s, key, None, where, section, low=0.0, strict=True) if key in s else None
+        for key in ("epsilon", "rho")
+    )
+    return SyntheticConfig(
+        name=name,
+        method=str(method),
+        rows=rows,
+        epsilon=epsilon,
+        delta=delta,
+        rho=rho,
+        columns=None if columns is None else tuple(columns),
+        bins=_int(s, "bins", 16, 2, where, section),
+        workload=None if workload is None else tuple(tuple(w) for w in workload),
+        line=where.line(section, None),
+    )
+
+
+def _publication(
+    d: Mapping[str, Any], synthetic: SyntheticConfig | None, section: str, where: _Locator
+) -> tuple[float | None, float | None]:
+    """The publication ledger's cap: needed, and only allowed, with a synthetic table."""
+    if synthetic is None:
+        extra = sorted({"publication_epsilon", "publication_delta"} & set(d))
+        if extra:
+            raise where.error(
+                section,
+                extra[0],
+                f"{extra[0]} is the cap of [datasets.NAME.synthetic] tables; "
+                "declare one, or remove it",
+            )
+        return None, None
+    if "publication_epsilon" not in d or "publication_delta" not in d:
+        raise where.error(
+            section,
+            None,
+            "a dataset that publishes a synthetic table needs publication_epsilon and "
+            "publication_delta: the data owner's budget for publications of this dataset (its "
+            "synthetic tables are charged to it, once each)",
+        )
+    eps = _number(d, "publication_epsilon", None, where, section, low=0.0, strict=True)
+    delta = _number(d, "publication_delta", None, where, section, low=0.0, strict=True)
+    if delta >= 1:
+        raise where.error(section, "publication_delta", "publication_delta must be below 1")
+    return eps, delta
 
 
 def _grants(

@@ -30,6 +30,7 @@ from dpkit.errors import (
 from dpkit.service.limits import FAILED_KEYS_PER_MINUTE, client_address
 from dpkit.service.runtime import Busy, NotFound, Pending, Runtime
 from dpkit.service.store import ConflictError, key_id
+from dpkit.service.synthetic import NoSyntheticTable, NotStoredYet
 from dpkit.tables.work import QueryTooLargeError
 
 __all__ = ["ApiError", "call", "error_response", "install_error_handlers", "too_many_failures"]
@@ -79,8 +80,10 @@ async def call(runtime: Runtime, func: Callable[..., Any], *args: Any, **kwargs:
         raise ApiError(403, "budget_exceeded", str(err)) from None
     except ConflictError as err:
         raise ApiError(409, "conflict", str(err)) from None
-    except Pending as err:
+    except (Pending, NotStoredYet) as err:
         raise ApiError(409, "pending", str(err), {"Retry-After": "1"}) from None
+    except NoSyntheticTable as err:
+        raise ApiError(404, "no_synthetic_table", str(err)) from None
     except QueryTooLargeError as err:
         raise ApiError(413, "query_too_large", str(err)) from None
     except (InvalidParameterError, DataError) as err:

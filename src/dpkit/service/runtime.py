@@ -26,7 +26,10 @@ rows with a privacy unit); each analyst's answers on a dataset are
 (ε, δ)-DP with (ε, δ) their grant, by sequential composition of the charges
 the ledger records. Analysts who pool their answers compose: the data owner's
 total exposure on a dataset is the sum of its grants (``/api/v1/admin``
-shows them; the attack model discusses it).
+shows them; the attack model discusses it) and of its publications: a
+dataset's DP synthetic table, made once at start-up and paid from its
+publication ledger (:mod:`dpkit.service.synthetic`), then served to every
+analyst for free (post-processing).
 """
 
 from __future__ import annotations
@@ -44,9 +47,16 @@ from typing import Any
 
 from dpkit.accounting import Accountant, Budget
 from dpkit.errors import DPKitError, InvalidParameterError, PrivacyWarning, ReleaseFailedError
-from dpkit.service.config import ConfigError, DatasetConfig, ServiceConfig, dataset_cap
-from dpkit.service.encoding import budget_json, jsonable, release_json
-from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Store
+from dpkit.service.config import (
+    ConfigError,
+    DatasetConfig,
+    ServiceConfig,
+    dataset_cap,
+    publication_cap,
+)
+from dpkit.service.encoding import budget_json, jsonable, release_json, unjson
+from dpkit.service.store import REQUEST_KEY, Analyst, DuplicateRequestError, Publication, Store
+from dpkit.service.synthetic import publish, served
 from dpkit.service.twin import synthetic_twin
 from dpkit.tables import Session
 from dpkit.tables.kinds import expected_error
@@ -141,6 +151,12 @@ class Runtime:
         self.twins: dict[str, Session] = {}
         for name, dc in config.datasets.items():
             self.sessions[name] = self._open(dc)
+        # Each declared synthetic table: reused from the store, or made now (charged once,
+        # ever, to the dataset's publication ledger; never to an analyst).
+        self.publications: dict[str, Publication] = {}
+        for name, dc in config.datasets.items():
+            if dc.synthetic is not None:
+                self.publications[name] = publish(self.sessions[name], self.store, dc, dc.synthetic)
         for name, dc in config.datasets.items():
             self.twins[name] = self._twin(dc, self.sessions[name])
         for name, dc in config.datasets.items():
@@ -210,13 +226,20 @@ class Runtime:
             raise ConfigError(f"{where}: cannot open it: {err}") from None
 
     def _twin(self, dc: DatasetConfig, real: Session) -> Session:
+        # A published DP synthetic table, when there is one, stands in for the columns it
+        # has (post-processing of its release); the others come from the public schema.
+        published = self.publications.get(dc.name)
+        result = None if published is None else published.result
         frame = synthetic_twin(
             real.engine.column_types(),
             real.schema,
-            rows=self.config.twin_rows,
+            rows=self.config.twin_rows if result is None else len(result["data"]),
             seed=0,
             privacy_unit=dc.privacy_unit,
         )
+        if result is not None:
+            for i, column in enumerate(result["columns"]):
+                frame[column] = [unjson(values[i]) for values in result["data"]]
         options: dict[str, Any] = {}
         if dc.privacy_unit is not None:
             options.update(privacy_unit=dc.privacy_unit, max_contributions=dc.max_contributions)
@@ -366,18 +389,31 @@ class Runtime:
         return total
 
     def exposure(self) -> list[dict[str, Any]]:
-        """Per dataset: the sum of all grants (what pooled analysts could learn) and its cap."""
+        """Per dataset: the sum of all grants (what pooled analysts could learn) and its cap,
+        and what its publications (synthetic tables) spent of their cap."""
         out = []
         for name, dc in self.config.datasets.items():
             cap = dataset_cap(dc)
+            published = publication_cap(dc)
             out.append(
                 {
                     "name": name,
                     "granted": budget_json(self.store.granted(name)),
                     "cap": None if cap is None else budget_json(cap),
+                    "publications": None
+                    if published is None
+                    else {
+                        "spent": budget_json(self._publication_payer(name, published).spent),
+                        "cap": budget_json(published),
+                        "accountant": "zcdp",
+                    },
                 }
             )
         return out
+
+    def _publication_payer(self, dataset: str, cap: Budget) -> Accountant:
+        ledger = self.store.publication_ledger(dataset)  # for reading
+        return Accountant(cap, ledger=ledger, composition="zcdp")
 
     def budget(self, analyst: str, dataset: str) -> dict[str, Any]:
         acct, noise = self.payer(analyst, dataset)
@@ -414,6 +450,14 @@ class Runtime:
             "privacy_unit": dc.privacy_unit,
             "max_contributions": dc.max_contributions,
             "budget": budget,
+            # the published DP synthetic table, if any (GET .../synthetic; public config)
+            "synthetic": None
+            if dc.synthetic is None
+            else {
+                "name": dc.synthetic.name,
+                "method": dc.synthetic.method,
+                "rows": dc.synthetic.rows,
+            },
         }
 
     # -- queries ---------------------------------------------------------------------
@@ -462,6 +506,24 @@ class Runtime:
             {str(k): jsonable(v) for k, v in record.items()}
             for record in frame.astype(object).where(frame.notna(), None).to_dict("records")
         ]
+
+    def synthetic(self, analyst: str, dataset: str, offset: int, limit: int) -> dict[str, Any]:
+        """Rows of the dataset's published synthetic table with its guarantee and report.
+
+        Free: no grant is charged or read but to check that the analyst holds
+        one (the same 404 as every other endpoint). The table is one DP release
+        already paid by the dataset's publication ledger; serving it is
+        post-processing.
+        """
+        self.accountant(analyst, dataset)  # the same 404 as every other endpoint
+        stored = self.publications.get(dataset)
+        dc = self.config.datasets[dataset]
+        if stored is not None and stored.status == "charged" and dc.synthetic is not None:
+            # made by another process after this one started? (a store read, public state)
+            stored = self.store.publication(dataset, dc.synthetic.name) or stored
+            self.publications[dataset] = stored
+        name = "" if dc.synthetic is None else dc.synthetic.name
+        return served(dataset, name, stored, offset, limit)
 
     def query(
         self,

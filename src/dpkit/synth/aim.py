@@ -79,6 +79,8 @@ from dpkit.synth.marginals import marginal
 from dpkit.synth.mst import (
     FIT_ITERATIONS,
     Measurement,
+    Progress,
+    counted,
     fit_model,
     measure,
     sample_model,
@@ -239,21 +241,38 @@ def run_aim(
     delta: float,
     rng: object,
     max_size: float = MAX_MODEL_MB,
+    progress: Progress | None = None,
 ) -> AIMOutcome:
-    """Measure the one-way marginals, then select, measure and refit until ρ is spent (see module)."""
+    """Measure the one-way marginals, then select, measure and refit until ρ is spent (see module).
+
+    ``progress`` (optional, :data:`~dpkit.synth.mst.Progress`) hears each step's name and count;
+    ``"rounds"`` counts the rounds run out of the public bound :func:`max_rounds`.
+    """
+    report: Progress = progress or (lambda step, done, total: None)
     source = as_source(rng)
     d = len(attributes)
     index = {a.name: i for i, a in enumerate(attributes)}
     weights = candidates([tuple(index[c] for c in r) for r in workload])
     names = {c: tuple(attributes[i].name for i in c) for c in weights}
-    exact = {c: marginal(engine, [attributes[i] for i in c]) for c in weights}
+    counts = counted(
+        report,
+        "candidate counts",
+        [lambda c=c: marginal(engine, [attributes[i] for i in c]) for c in weights],
+    )
+    exact = dict(zip(weights, counts))
     sensitivity = max(weights.values())
     budget = RoundBudget(rho, d)
-    measurements = [
-        measure(marginal(engine, [a]), (a.name,), budget.r_m, delta, source) for a in attributes
-    ]
+    measurements: list[Measurement] = counted(
+        report,
+        "one-way marginals",
+        [
+            lambda a=a: measure(marginal(engine, [a]), (a.name,), budget.r_m, delta, source)
+            for a in attributes
+        ],
+    )
     model = fit_model(attributes, measurements, ROUND_ITERATIONS)
     rounds: list[Round] = []
+    report("rounds", 0, max_rounds(d))
     while not budget.done:
         r_m, r_s = budget.next_round()
         sigma = float(DiscreteGaussian.from_rho(r_m, delta=delta, sensitivity=1).sigma)
@@ -282,8 +301,13 @@ def run_aim(
         rounds.append(Round(names[pick], m.sigma, r_m, eps, r_s))
         if float(np.abs(after - before).sum()) <= math.sqrt(2 / math.pi) * m.sigma * m.noisy.size:
             budget.anneal()
+        report("rounds", len(rounds), max_rounds(d))
+    report("model fit", 0, 1)
     model = fit_model(attributes, measurements, FIT_ITERATIONS, warm_start=model)
+    report("model fit", 1, 1)
     seed = int(source.words(1)[0] % np.uint64(2**32))
+    report("sampling", 0, 1)
     codes = sample_model(model, attributes, rows, seed)
+    report("sampling", 1, 1)
     errors = _error_estimates(workload, measurements, {a.name: a.size for a in attributes})
     return AIMOutcome(tuple(measurements), tuple(rounds), errors, codes)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
@@ -59,7 +59,9 @@ from dpkit.synth.marginals import marginal
 __all__ = [
     "MSTOutcome",
     "Measurement",
+    "Progress",
     "check_shares",
+    "counted",
     "fit_model",
     "measure",
     "run_mst",
@@ -70,6 +72,26 @@ __all__ = [
 #: Mirror-descent iterations of the final Private-PGM fit (the reference code's 5000 converge slowly
 #: on small tables too; the fit is post-processing, so this only trades time for accuracy).
 FIT_ITERATIONS = 3000
+
+#: ``progress(step, done, total)``: called with ``done = 0`` when a step starts and after each of
+#: its ``total`` units. Only public parameters pass through it: a step's name and a count fixed by
+#: the columns and the method (AIM's ``"rounds"``: the round just run, out of the public bound
+#: ``16·d``; how many run is a function of released values, listed in the report anyway).
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(step: str, done: int, total: int) -> None:
+    """No progress shown."""
+
+
+def counted(progress: Progress, step: str, units: Sequence[Any]) -> list[Any]:
+    """``units`` run one by one (each a thunk), reported as ``step`` ``0..len(units)``."""
+    progress(step, 0, len(units))
+    out = []
+    for i, unit in enumerate(units, 1):
+        out.append(unit())
+        progress(step, i, len(units))
+    return out
 
 
 @dataclass(frozen=True)
@@ -181,33 +203,54 @@ def run_mst(
     rho: Fraction,
     delta: float,
     rng: object,
+    progress: Progress | None = None,
 ) -> MSTOutcome:
-    """Measure, select, measure, fit and sample (after the charge; the proof is the module's)."""
+    """Measure, select, measure, fit and sample (after the charge; the proof is the module's).
+
+    ``progress`` (optional, :data:`Progress`) hears each step's name and count.
+    """
+    report = progress or _silent
     source = as_source(rng)
     d = len(attributes)
     third = rho / 3
-    one_way = [
-        measure(marginal(engine, [a]), (a.name,), third / d, delta, source) for a in attributes
-    ]
-    exact_pairs = {
-        (a, b): marginal(engine, [attributes[a], attributes[b]])
-        for a, b in combinations(range(d), 2)
-    }
+    one_way: list[Measurement] = counted(
+        report,
+        "one-way marginals",
+        [
+            lambda a=a: measure(marginal(engine, [a]), (a.name,), third / d, delta, source)
+            for a in attributes
+        ],
+    )
+    index = list(combinations(range(d), 2))
+    counts = counted(
+        report,
+        "pair counts",
+        [lambda a=a, b=b: marginal(engine, [attributes[a], attributes[b]]) for a, b in index],
+    )
+    exact_pairs = dict(zip(index, counts))
     eps = selection_epsilon(third, d - 1)
+    report("selection", 0, d - 1)
     pairs = _select(exact_pairs, one_way, eps, source)
-    two_way = [
-        measure(
-            exact_pairs[a, b],
-            (attributes[a].name, attributes[b].name),
-            third / (d - 1),
-            delta,
-            source,
-        )
-        for a, b in pairs
-    ]
+    report("selection", d - 1, d - 1)
+    two_way: list[Measurement] = counted(
+        report,
+        "pair marginals",
+        [
+            lambda a=a, b=b: measure(
+                exact_pairs[a, b],
+                (attributes[a].name, attributes[b].name),
+                third / (d - 1),
+                delta,
+                source,
+            )
+            for a, b in pairs
+        ],
+    )
     measurements = (*one_way, *two_way)
     seed = int(source.words(1)[0] % np.uint64(2**32))
+    report("model fit and sampling", 0, 1)
     codes = fit_and_sample(attributes, measurements, rows, seed)
+    report("model fit and sampling", 1, 1)
     selected = tuple((attributes[a].name, attributes[b].name) for a, b in pairs)
     return MSTOutcome(measurements, selected, eps, codes)
 

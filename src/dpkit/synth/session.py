@@ -29,7 +29,7 @@ from dpkit.errors import InvalidParameterError
 from dpkit.privacy import PrivacyReport, neighbouring
 from dpkit.synth import aim
 from dpkit.synth.domain import Attribute, check_bins, discretise
-from dpkit.synth.mst import Measurement, check_shares, decode, run_mst
+from dpkit.synth.mst import Measurement, Progress, check_shares, decode, run_mst
 from dpkit.tables.synthesis import SynthesisInputs
 
 __all__ = ["MAX_CELLS", "MAX_COLUMNS", "MAX_ROWS", "SynthesisReport", "SynthesisResult"]
@@ -248,6 +248,7 @@ def synthesize_mst(
     columns: Sequence[str] | None = None,
     bins: int = 16,
     workload: object = None,
+    progress: Progress | None = None,
 ) -> SynthesisResult:
     """MST synthetic data through the session's engine and accountant.
 
@@ -261,6 +262,8 @@ def synthesize_mst(
     between the one-way marginals, the selection and the pair marginals, and
     the proof, are in :mod:`dpkit.synth.mst`; the discretisation (public) is
     :mod:`dpkit.synth.domain`. MST has no workload (``workload=`` is refused).
+    ``progress``: called with each step's name and count (public parameters
+    only, :data:`dpkit.synth.mst.Progress`).
     """
     p = _prepare("mst", inputs, rows, epsilon, delta, rho, columns, bins)
     if workload is not None:
@@ -271,7 +274,7 @@ def synthesize_mst(
     check_shares(p.rho, len(p.attributes), p.delta)
 
     def release() -> Any:
-        return run_mst(inputs.engine, p.attributes, p.rows, p.rho, p.delta, inputs.rng)
+        return run_mst(inputs.engine, p.attributes, p.rows, p.rho, p.delta, inputs.rng, progress)
 
     third = float(p.rho / 3)
 
@@ -332,6 +335,7 @@ def synthesize_aim(
     columns: Sequence[str] | None = None,
     bins: int = 16,
     workload: Sequence[Sequence[str]] | None = None,
+    progress: Progress | None = None,
 ) -> SynthesisResult:
     """AIM synthetic data through the session's engine and accountant.
 
@@ -346,6 +350,7 @@ def synthesize_aim(
     synthetic table should preserve (public; default every pair of
     ``columns``), each of one or two columns. The report gives, for every
     workload marginal a measurement covers, its expected ℓ1 error (counts).
+    ``progress``: as for MST; ``"rounds"`` counts the rounds out of ``16·d``.
     """
     p = _prepare("aim", inputs, rows, epsilon, delta, rho, columns, bins)
     work = _check_workload(workload, p.names)
@@ -353,7 +358,10 @@ def synthesize_aim(
     label = f"{p.label} workload={[list(w) for w in work]}"
 
     def release() -> Any:
-        return aim.run_aim(inputs.engine, p.attributes, work, p.rows, p.rho, p.delta, inputs.rng)
+        return aim.run_aim(
+            inputs.engine, p.attributes, work, p.rows, p.rho, p.delta, inputs.rng,
+            progress=progress,
+        )  # fmt: skip
 
     def report(outcome: Any) -> SynthesisReport:
         rounds = outcome.rounds

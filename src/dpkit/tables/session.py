@@ -889,6 +889,8 @@ class Session(QueryMethods):
         bins: int = 16,
         workload: Sequence[Sequence[str]] | None = None,
         rng: object = None,
+        progress: Callable[[str, int, int], None] | None = None,
+        accountant: Any = None,
     ) -> Any:
         """A differentially private synthetic table of ``rows`` rows, paid from this session's budget.
 
@@ -902,18 +904,25 @@ class Session(QueryMethods):
         same guarantee, marginals chosen round by round for ``workload`` (public
         column tuples of one or two columns; default every pair); MST refuses
         ``workload``. Returns a :class:`dpkit.synth.SynthesisResult` (``table``,
-        ``report``, ``privacy``). The guarantees and their proofs are in
+        ``report``, ``privacy``). ``progress(step, done, total)``, if given, is
+        called as each step starts (``done=0``) and advances: step names and
+        counts from public parameters only (:data:`dpkit.synth.mst.Progress`).
+        The guarantees and their proofs are in
         :func:`dpkit.synth.session.synthesize_mst` and ``synthesize_aim``. Needs the ``synth`` extra
         (``pip install dpkit[synth]``: ``mbi`` and JAX).
+
+        ``accountant`` pays instead of the session's own, as for :meth:`answer`
+        (the query service charges a dataset's publication ledger).
         """
         from dpkit.tables.synthesis import SynthesisInputs, synthesizer
 
+        payer, _ = self._payer(accountant, None)
         run = synthesizer(method)
         inputs = SynthesisInputs(
             engine=self.guarded_engine,
             schema=self._schema,
             kinds=dict(self._kinds),
-            accountant=self._accountant,
+            accountant=payer,
             privacy_unit=self._privacy_unit,
             max_contributions=self._k,
             rng=self._rng if rng is None else self._make_rng(rng),
@@ -927,6 +936,7 @@ class Session(QueryMethods):
             columns=columns,
             bins=bins,
             workload=workload,
+            progress=progress,
         )
 
     def plan(self, queries: Sequence[QuerySpec | Parallel]) -> Plan:

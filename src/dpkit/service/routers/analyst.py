@@ -131,6 +131,21 @@ async def twin(
     return {"dataset": target.dataset, "synthetic": True, "rows": records}
 
 
+@router.get("/datasets/{name}/synthetic")
+async def synthetic(
+    target: DatasetDep,
+    rt: RuntimeDep,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> dict[str, Any]:
+    """Rows of the dataset's published DP synthetic table, with its guarantee and report.
+
+    Free: the table was charged once, to the data owner's publication budget;
+    reading it charges no analyst budget.
+    """
+    return await call(rt, rt.synthetic, target.analyst, target.dataset, offset, limit)
+
+
 @router.get("/budget")
 async def budget(who: AnalystKey, rt: RuntimeDep) -> dict[str, Any]:
     """Every grant of this key with what is spent and left."""

@@ -36,8 +36,10 @@ The parts, one module each over one shared engine and schema
 (:mod:`~dpkit.service.store._database`): :mod:`~dpkit.service.store.keys`
 (analysts, key hashes, rotation, revocation), :mod:`~dpkit.service.store.grants`
 (grants, the per-dataset caps, the ledger and its charging transaction),
-:mod:`~dpkit.service.store.answers` (stored answers and when they are shown) and
-:mod:`~dpkit.service.store.audit` (the audit log). :class:`Store` composes them.
+:mod:`~dpkit.service.store.answers` (stored answers and when they are shown),
+:mod:`~dpkit.service.store.audit` (the audit log) and
+:mod:`~dpkit.service.store.publications` (each dataset's synthetic tables and the
+publication ledger they are charged to). :class:`Store` composes them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from dpkit.service.store.answers import Answers
 from dpkit.service.store.audit import Audit
 from dpkit.service.store.grants import GrantLedger, Grants
 from dpkit.service.store.keys import Analyst, Keys, hash_key, key_id, make_key
+from dpkit.service.store.publications import Publication, PublicationLedger, Publications
 
 __all__ = [
     "REQUEST_KEY",
@@ -62,6 +65,8 @@ __all__ = [
     "ConflictError",
     "DuplicateRequestError",
     "GrantLedger",
+    "Publication",
+    "PublicationLedger",
     "RequestTime",
     "Store",
     "UnknownAnalystError",
@@ -71,7 +76,7 @@ __all__ = [
 ]
 
 
-class Store(Keys, Grants, Answers, Audit):
+class Store(Keys, Grants, Answers, Audit, Publications):
     """The service's database: ``Store(url)``, then :meth:`create` once per start.
 
     ``url`` is ``sqlite:///path/to/file.db`` or ``postgresql+psycopg://...``

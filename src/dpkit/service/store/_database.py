@@ -186,6 +186,38 @@ _answers = sa.Table(
     sa.Index("answers_by_analyst", "analyst", "created_at"),
 )
 
+#: The synthetic tables each dataset publishes, one row per (dataset, name): claimed
+#: ("charged") in the transaction that charges the publication ledger, then "published"
+#: (with the table and its report) or "failed". Never made twice under one name.
+_publications = sa.Table(
+    "publications",
+    _metadata,
+    sa.Column("dataset", _NAME_TYPE, nullable=False),
+    sa.Column("name", _NAME_TYPE, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # the public parameters, JSON
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("result", sa.Text),  # the table and its report, JSON, once published
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.PrimaryKeyConstraint("dataset", "name"),
+)
+
+#: The publication ledger of each dataset: what its synthetic tables were charged.
+_publication_charges = sa.Table(
+    "publication_charges",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dataset", _NAME_TYPE, nullable=False),
+    sa.Column("label", sa.Text, nullable=False),
+    sa.Column("epsilon", sa.Text, nullable=False),
+    sa.Column("delta", sa.Text, nullable=False),
+    sa.Column("rho", sa.Text),
+    sa.Column("scope_path", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("event", sa.Text),
+    sa.Index("publication_charges_by_dataset", "dataset", "id"),
+    sqlite_autoincrement=True,
+)
+
 #: Columns added after a store's first release (nullable): create() adds them to old stores.
 _ADDED_COLUMNS = {
     "answers": ("visible_at",),
@@ -205,7 +237,7 @@ _audit = sa.Table(
 )
 
 # Append-only tables: the database itself refuses to change or drop their rows.
-for _table in (_charges, _audit):
+for _table in (_charges, _audit, _publication_charges):
     _t = _table.name
     sa.event.listen(
         _table,

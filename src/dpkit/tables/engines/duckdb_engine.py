@@ -17,6 +17,7 @@ import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -35,6 +36,13 @@ from dpkit.tables.engines.base import (
     GridCoding,
     Rows,
     Value,
+)
+from dpkit.tables.engines.scoring import (
+    NUMBER_KINDS,
+    AdditiveModel,
+    Columns,
+    category_code,
+    scored_select,
 )
 
 __all__ = ["DuckDBEngine", "connect"]
@@ -328,7 +336,7 @@ class DuckDBEngine:
         return self._bounded_fetch(rows, sql, [*groups, "value"], what, value, group_by)
 
     def coded_counts(self, codings: Sequence[Coding]) -> pd.DataFrame:
-        """Columns ``c0``, ``c1``, ... (each column's code, :class:`Coding`) and ``n``: one GROUP BY.
+        """Columns ``c0``, ``c1``, ... (each column's code, :class:`Coding`) and ``n``: one pass.
 
         Every row of the table is counted once, in the cell of its codes (a
         missing or undeclared value has its column's ``missing`` code), so
@@ -336,11 +344,32 @@ class DuckDBEngine:
         computed here, in SQL: numbers by :func:`_sql.bin_index` (beyond the
         outer edges: the end bins), categories by equality with each declared
         value (typed as the column, compared binary-collated).
+
+        Categories are coded after a first GROUP BY on their values, so the
+        comparisons run once per distinct value instead of once per row; the
+        counts are the same, since a value's code is a function of the value
+        and the grouping's equality is the comparison's (text reaches this
+        engine binary-collated, see ``__init__``; NULLs form one group, which
+        the CASE sends to ``missing`` as it sends each NULL).
         """
-        codes = [f"{self._code(c)} AS c{i}" for i, c in enumerate(codings)]
-        keys = [f"c{i}" for i in range(len(codings))]
-        inner = f"SELECT {', '.join(codes)} FROM {self._table} AS {_sql.ROW}"
-        sql = f"SELECT {', '.join(keys)}, count(*) AS n FROM ({inner}) GROUP BY {', '.join(keys)}"
+        inner, outer = [], []
+        for i, coding in enumerate(codings):
+            if coding.edges is None and coding.categories:
+                inner.append(f"{_sql.quote(coding.column)} AS v{i}")
+                outer.append(f"{self._category_code(coding, f'v{i}')} AS c{i}")
+            else:
+                inner.append(f"{self._code(coding)} AS v{i}")
+                outer.append(f"v{i} AS c{i}")
+        keys = ", ".join(f"v{i}" for i in range(len(codings)))
+        grouped = (
+            f"SELECT {', '.join(inner)}, count(*) AS n FROM {self._table} AS {_sql.ROW} "
+            f"GROUP BY {keys}"
+        )
+        codes = ", ".join(f"c{i}" for i in range(len(codings)))
+        sql = (
+            f"SELECT {', '.join(outer)}, CAST(sum(n) AS BIGINT) AS n FROM ({grouped}) "
+            f"GROUP BY {codes}"
+        )
         return self._fetch(sql, "counting coded cells", None, ())
 
     def _code(self, coding: Coding) -> str:
@@ -354,12 +383,17 @@ class DuckDBEngine:
             )
             # isfinite is NULL for NULL and false for NaN and ±inf: all go to ELSE.
             return f"(CASE WHEN isfinite({x}) THEN {_sql.bin_index(x, coding.edges)} ELSE {missing} END)"
+        return self._category_code(coding, col)
+
+    def _category_code(self, coding: Coding, expr: str) -> str:
+        """The position of ``expr`` (the column's value) among the declared categories, else missing."""
+        missing = int(coding.missing)
         type_name = self._types.get(coding.column)
         whens = []
         for j, value in enumerate(coding.categories or ()):
             items = _sql.in_list([value], coding.column, type_name)
             if items:  # a fraction never equals an integer column's value
-                whens.append(f"WHEN {col} = {items[0]} THEN {j}")
+                whens.append(f"WHEN {expr} = {items[0]} THEN {j}")
         if not whens:
             return str(missing)
         return f"(CASE {' '.join(whens)} ELSE {missing} END)"
@@ -396,7 +430,7 @@ class DuckDBEngine:
                 f"{_sql.literal(hi - lo)} END)"
             )
         keep.append("t IS NOT NULL")
-        inner = self._boost_codes(spec.codings, target)
+        inner = self._boost_codes(spec.codings, [(target, "t")])
         model = self._boost_model(spec)
         terms = [str(int(spec.intercept))] + [
             f"{model}[{j + 1}][c{j} + 1]" for j in range(len(spec.shapes))
@@ -432,6 +466,38 @@ class DuckDBEngine:
             f"count(*) AS n FROM ({scored}) GROUP BY segment"
         )
         return self._fetch(sql, "summing a boosting update", None, ())
+
+    def scored(self, model: AdditiveModel, keep: Sequence[str]) -> duckdb.DuckDBPyRelation:
+        """A lazy relation: the ``keep`` columns and the model's outputs for every row.
+
+        Every feature's code as a boosting pass computes it (:meth:`_boost_codes`:
+        numbers by the grid's arithmetic, text read as a number or else missing;
+        categories by :func:`~dpkit.tables.engines.scoring.category_code`), then
+        :func:`~dpkit.tables.engines.scoring.scored_select`. Nothing runs until the
+        relation is read. Not a release: the rows are the table's own, as private
+        as the table.
+        """
+        columns = Columns(self.column_kinds(), self._types)
+        codings = [
+            replace(f.coding, coerce=columns.kinds.get(f.coding.column) not in NUMBER_KINDS)
+            if isinstance(f.coding, GridCoding)
+            else f.coding
+            for f in model.features
+        ]
+        carry = [(_sql.quote(c), f"__dpkit_k{i}") for i, c in enumerate(keep)]
+        codes = self._boost_codes(
+            codings, carry, lambda c: category_code(c, _sql.quote(c.column), columns)
+        )
+        sql = scored_select(model, codes, [(name, c) for (_, name), c in zip(carry, keep)])
+        try:
+            if self._relation is not None:
+                relation = self._relation.query(_ALIAS, sql)
+            else:
+                relation = self._connection.sql(sql)
+        except duckdb.Error:
+            raise _failure("scoring a model", None, ()) from None
+        assert relation is not None  # a SELECT always gives a relation
+        return relation
 
     def _boost_constant(self, array: str) -> str:
         """SQL reading the constant array ``array`` (SQL text): a connection variable, set once.
@@ -472,20 +538,26 @@ class DuckDBEngine:
             raise _failure("setting the model", None, ()) from None
         return f"getvariable('__dpkit_boost_model_{id(self)}')"
 
-    def _boost_codes(self, codings: Sequence[GridCoding | Coding], target: str) -> str:
-        """A subquery of every row's feature codes ``c0, c1, ...`` and target ``t``.
+    def _boost_codes(
+        self,
+        codings: Sequence[GridCoding | Coding],
+        carry: Sequence[tuple[str, str]],
+        code_of: Callable[[Coding], str] | None = None,
+    ) -> str:
+        """A subquery of every row's feature codes ``c0, c1, ...`` and the ``carry``
+        columns ((SQL, name) pairs: the target ``t`` of a pass, kept columns of a scoring).
 
-        Categories: :meth:`_code`. Numbers: :class:`GridCoding`'s rule, the grid's
-        arithmetic (``FeatureGrid._numeric_codes``) one step per subquery level, so
-        no expression is repeated: the value (``xf``: a missing one replaced by
-        ``lo`` as the grid does), the guess, the step up, the step down.
+        Categories: :meth:`_code` (or ``code_of``). Numbers: :class:`GridCoding`'s rule,
+        the grid's arithmetic (``FeatureGrid._numeric_codes``) one step per subquery
+        level, so no expression is repeated: the value (``xf``: a missing one replaced
+        by ``lo`` as the grid does), the guess, the step up, the step down.
         """
-        level = [f"{target} AS t"]
+        level = [f"{sql} AS {name}" for sql, name in carry]
         steps: list[list[str]] = [[], [], []]
-        carried = ["t"]
+        carried = [name for _, name in carry]
         for j, coding in enumerate(codings):
             if isinstance(coding, Coding):
-                level.append(f"{self._code(coding)} AS c{j}")
+                level.append(f"{(code_of or self._code)(coding)} AS c{j}")
                 carried.append(f"c{j}")
                 continue
             col = _sql.quote(coding.column)
@@ -523,7 +595,7 @@ class DuckDBEngine:
         for depth, stage in enumerate(steps):
             if not stage:
                 continue
-            keep = carried if depth < 2 else ["t", *codes]
+            keep = carried if depth < 2 else [*(name for _, name in carry), *codes]
             sql = f"SELECT {', '.join([*keep, *stage])} FROM ({sql})"
         return sql
 

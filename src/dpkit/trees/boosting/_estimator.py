@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from dpkit.accounting.budget import Budget
 from dpkit.accounting.charging import as_accountant
 from dpkit.accounting.composition import largest_rho
 from dpkit.accounting.events import ComposedEvent, EpsilonDeltaEvent, PrivacyEvent, ZCDPEvent
-from dpkit.errors import BudgetExceededError, InvalidParameterError
+from dpkit.errors import BudgetExceededError, DataError, InvalidParameterError
 from dpkit.privacy import PrivacyReport
 from dpkit.trees.boosting._cyclic import (
     CyclicSpec,
@@ -38,6 +39,7 @@ from dpkit.trees.engine._privacy import fit_paid
 from dpkit.trees.engine._sklearn import check_positive_int
 
 if TYPE_CHECKING:
+    import duckdb
     from matplotlib.figure import Figure
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
@@ -85,6 +87,27 @@ class BoostingPlan:
     loss: Loss
 
 
+def placed_codes(estimator: Any, codes: NDArray[np.int16]) -> NDArray[np.int16]:
+    """``codes`` if the model has a value for each; else a clear error (post-processing, no data quoted).
+
+    A value outside a categorical column's declared domain gets the grid's
+    missing code; a model with no missing branch (a regressor, or
+    ``missing="error"``) has no entry for it, as ``predict_sql`` gives NULL.
+    """
+    bad = [
+        estimator.grid_.feature_name(j)
+        for j, shape in enumerate(estimator.shapes_)
+        if codes.size and int(codes[:, j].max()) >= len(shape)
+    ]
+    if bad:
+        raise DataError(
+            f"X has values outside the declared domain of column(s) {bad}, and this model has no "
+            "branch for them (regressors and missing='error' have none): map them to declared "
+            "values, or refit a classifier with missing='separate'."
+        )
+    return codes
+
+
 class BoostingMixin:
     """Parameter checks, the public plan and the paid fit of the boosted estimators."""
 
@@ -126,6 +149,74 @@ class BoostingMixin:
 
         scale, ylabel = self._shape_units()
         return plot_shapes(self, features, ncols=ncols, scale=scale, ylabel=ylabel)
+
+    def predict_sql(
+        self,
+        data: Any,
+        *,
+        columns: Sequence[str] | None = None,
+        keep: Sequence[str] | None = None,
+    ) -> duckdb.DuckDBPyRelation:
+        """Score every row of a table inside DuckDB: a lazy DuckDB relation, no row in Python.
+
+        ``data``: a :class:`dpkit.Session` on DuckDB (its table, read under the
+        session's lock) or a ``duckdb.DuckDBPyRelation``. ``columns``: the table
+        column of each feature, in the fit's order (default: the fit's feature
+        names). ``keep``: the table's columns to carry along (default: all).
+        The relation has the ``keep`` columns, then: for a classifier with two
+        classes ``decision`` (``decision_function``), ``proba_0``, ``proba_1``
+        (``predict_proba``'s columns) and ``prediction`` (``predict``); with K
+        classes ``decision_0`` .. ``decision_{K-1}``, ``proba_0`` ..; for a
+        regressor ``prediction``. Nothing runs until it is read: write it out
+        (``.write_parquet(path)``, ``.create(name)``), aggregate it
+        (``.aggregate("avg(proba_1)")``) or fetch it (``.df()``).
+
+        Each row is scored as ``decision_function`` / ``predict_proba`` /
+        ``predict`` score it on arrays: the same bins (a value equal to a
+        threshold falls in the lower bin; values beyond the bounds in the end
+        bins), missing values (NULL, NaN, ±inf, a category outside the domain)
+        in the missing bin. Where ``predict`` refuses a value (a model without a
+        missing bin: a regressor, or ``missing="error"``), the row's outputs
+        are NULL. Text in a numeric feature's column is a number if it reads as
+        one, else missing. Scores and regression predictions are equal bit for
+        bit; probabilities use DuckDB's ``exp`` (within 1e-15 of SciPy's).
+
+        Privacy: the model is a DP release, so scoring with it is
+        post-processing of the fit: it reads no training row and charges
+        nothing. The output, though, is one row per row of ``data``, as private
+        as ``data`` itself: it is the data owner's tool, not a release (a
+        session's in-process caller can read its table anyway,
+        docs/threat-model.md); publish only DP statistics of it.
+        """
+        from dpkit.trees.boosting._in_engine import predict_sql
+
+        return predict_sql(self, data, columns, keep)
+
+    def decision_sql(
+        self,
+        output: str | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        data: Any = None,
+        dialect: str = "duckdb",
+    ) -> str:
+        """One SQL expression of a model output over a table's own columns.
+
+        ``output``: ``"decision"`` (default, two classes), ``"proba_1"``,
+        ``"prediction"`` (default for a regressor), ... (the names
+        :meth:`predict_sql` gives). ``columns``: as for :meth:`predict_sql`.
+        ``data`` (optional, a Session or a relation): the table whose column
+        types type the categories' literals and checks the columns. Use it in
+        any query: ``f"SELECT id, {model.decision_sql()} AS score FROM t"``.
+        ``dialect="spark"``: Spark SQL, a Spark column with
+        ``pyspark.sql.functions.expr(model.decision_sql(dialect="spark"))``
+        (categories are compared as written: declare them with the column's
+        type). The same values as on arrays (:meth:`predict_sql`).
+        Post-processing of the model (nothing read, nothing charged).
+        """
+        from dpkit.trees.boosting._in_engine import expression
+
+        return expression(self, output, columns, data, dialect)
 
     def _shape_units(self) -> tuple[float, str]:
         """(factor from the shapes' units to the plotted units, the y label)."""

@@ -23,7 +23,7 @@ from dpkit.trees.boosting._engine_fit import (
     is_session,
     session_table,
 )
-from dpkit.trees.boosting._estimator import BoostingMixin
+from dpkit.trees.boosting._estimator import BoostingMixin, placed_codes
 from dpkit.trees.classification._inputs import MISSING_POLICIES, DPClassifierBase, check_classes
 from dpkit.trees.engine._sklearn import store_parameters
 
@@ -38,7 +38,8 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     & Steinke 2020) fits within (epsilon, delta), reported in ``privacy_.rho``;
     with ``delta=0`` it is pure epsilon-DP (Laplace noise, sequential
     composition). ``predict``, ``predict_proba`` and ``decision_function`` only
-    post-process the fitted model.
+    post-process the fitted model, as do ``predict_sql`` and ``decision_sql``,
+    which score a table inside DuckDB (or Spark SQL) with the same values.
 
     The model is additive, F(x) = sum_j f_j(x_j) (one shape function per
     feature, one score per class for more than two classes), fitted by cyclic
@@ -199,13 +200,17 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     def decision_function(self, X: Any) -> NDArray[np.float64]:
         """Scores F(x): log-odds of ``classes_[1]`` (two classes) or one score per class."""
         check_is_fitted(self, "shapes_")
-        scores = decision_scores(self.intercept_, self.shapes_, self._prepare_predict(X))
+        scores = decision_scores(
+            self.intercept_, self.shapes_, placed_codes(self, self._prepare_predict(X))
+        )
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict_proba(self, X: Any) -> NDArray[np.float64]:
         """Class probabilities (columns follow ``classes_``; post-processing)."""
         check_is_fitted(self, "shapes_")
-        scores = decision_scores(self.intercept_, self.shapes_, self._prepare_predict(X))
+        scores = decision_scores(
+            self.intercept_, self.shapes_, placed_codes(self, self._prepare_predict(X))
+        )
         p = probabilities(scores)
         if p.shape[1] == 1:
             return np.column_stack([1.0 - p[:, 0], p[:, 0]])

@@ -18,7 +18,7 @@ from dpkit.trees.boosting._engine_fit import (
     is_session,
     session_table,
 )
-from dpkit.trees.boosting._estimator import BoostingMixin
+from dpkit.trees.boosting._estimator import BoostingMixin, placed_codes
 from dpkit.trees.engine._choices import Choices
 from dpkit.trees.engine._grid import check_target_bounds, regression_rows
 from dpkit.trees.engine._sklearn import DPTreeEstimatorBase, store_parameters
@@ -39,7 +39,8 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
     or removing one training row (features and target together): rho-zCDP
     with rho the largest value fitting within (epsilon, delta) when
     ``delta > 0`` (default 1e-6), pure epsilon-DP when ``delta=0``. ``predict``
-    only post-processes the fitted model.
+    only post-processes the fitted model, as do ``predict_sql`` and
+    ``decision_sql`` (the same predictions inside DuckDB or Spark SQL).
 
     The target is clipped to the public ``target_bounds`` and scaled to [0, 1];
     the model F(x) = b + sum_j f_j(x_j) starts at 0.5 (the middle of the
@@ -170,5 +171,6 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         """Predictions in the target's units, clipped to ``target_bounds`` (post-processing)."""
         check_is_fitted(self, "shapes_")
         lo, hi = self.target_bounds_
-        scores = decision_scores(self.intercept_, self.shapes_, self._predict_codes(X))[:, 0]
+        codes = placed_codes(self, self._predict_codes(X))
+        scores = decision_scores(self.intercept_, self.shapes_, codes)[:, 0]
         return np.asarray(lo + np.clip(scores, 0.0, 1.0) * (hi - lo), dtype=np.float64)

@@ -142,7 +142,8 @@ def _missing_masks(X: Any, domains: Any = None) -> tuple[Any, NDArray[np.bool_],
             elif pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(
                 series.dtype
             ):
-                filled[col] = series.astype(np.float64).fillna(0.0)
+                # NaN and ±inf alike (fillna would leave ±inf, and predict refuse it)
+                filled[col] = series.astype(np.float64).where(~mask[:, j], 0.0)
         return filled, mask, [str(c) for c in X.columns]
     try:
         arr = np.asarray(X)
