@@ -22,6 +22,17 @@ the same add/remove-one-row guarantee) in ``--opendp-python`` (see
 in ``--smartnoise-python`` (``requirements-snsynth.txt``; it takes (ε, δ) and
 converts to ρ itself). Peers run as subprocesses (``benchmarks/_synth_peers.py``)
 with a per-run timeout ``--peer-timeout``; a timeout is reported as such.
+Every method gets the same declared cells: OpenDP its keys and cuts;
+SmartNoise a transformer fitted on every declared code (left to itself, its
+preprocessor reads the categories off the data, which no DP guarantee
+covers, and drops the empty cells for free).
+
+Ablations (``--methods``): ``dpkit-mst-nomerge`` keeps every cell after
+MST's one-way step (no merge of rare cells, :mod:`dpkit.synth.compression`);
+``dpkit-aim-merge`` merges them in AIM too; ``dpkit-aim-halfoneway`` gives
+AIM's one-way marginals half of ρ (OpenDP's split) instead of the paper's
+round share; ``dpkit-aim-halfoneway-merge`` both. Runs in pieces: ``--out`` per piece,
+then ``--from-json A.json B.json ... --out FILE`` writes one table.
 
 Error: the average and the maximum two-way total-variation distance over all
 column pairs (:func:`dpkit.synth.evaluate`, not DP: the benchmark reads the real
@@ -34,12 +45,16 @@ wall time of the release (fit and sampling included). Results: ``--out``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import statistics
 import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +63,7 @@ import pandas as pd
 
 from dpkit.accounting import largest_rho
 from dpkit.errors import PrivacyWarning
-from dpkit.synth import evaluate
+from dpkit.synth import aim, compression, evaluate
 from dpkit.tables import Session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,6 +178,32 @@ def _dpkit(path: Path, spec: dict[str, Any], method: str, eps: float, rows: int,
     return result.table, time.perf_counter() - start, "dpkit"
 
 
+@contextlib.contextmanager
+def _ablated(variant: list[str]) -> Iterator[None]:
+    """dpkit with one of its choices changed, for the ablation rows (``dpkit-mst-nomerge``, ...).
+
+    ``nomerge``: no rare cells merged after the one-way step (every cell kept;
+    MST merges by default); ``merge``: AIM merges them too
+    (:data:`dpkit.synth.aim.MERGE_RARE_CELLS`); ``halfoneway``: AIM's one-way
+    marginals get half of ρ (OpenDP's split) instead of the paper's round share
+    (:data:`dpkit.synth.aim.ONE_WAY_SHARE`).
+    """
+    saved = (compression.SUPPORT_SIGMAS, aim.ONE_WAY_SHARE, aim.MERGE_RARE_CELLS)
+    unknown = set(variant) - {"nomerge", "merge", "halfoneway"}
+    if unknown:
+        raise SystemExit(f"unknown dpkit variant(s): {sorted(unknown)}")
+    if "nomerge" in variant:
+        compression.SUPPORT_SIGMAS = -math.inf
+    if "merge" in variant:
+        aim.MERGE_RARE_CELLS = True
+    if "halfoneway" in variant:
+        aim.ONE_WAY_SHARE = Fraction(1, 2)
+    try:
+        yield
+    finally:
+        compression.SUPPORT_SIGMAS, aim.ONE_WAY_SHARE, aim.MERGE_RARE_CELLS = saved
+
+
 def _peer(
     python: Path,
     lib: str,
@@ -246,7 +287,18 @@ def main() -> None:
         "--smartnoise-python", type=Path, default=ROOT / ".venv-bench-snsynth" / "bin" / "python"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "synth.md")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="write --out from the JSON of earlier runs (run in pieces) instead of running",
+    )
     args = parser.parse_args()
+    if args.from_json:
+        pieces = [json.loads(p.read_text(encoding="utf-8")) for p in args.from_json]
+        _write(args, [row for piece in pieces for row in piece])
+        return
 
     rows_out: list[dict[str, Any]] = []
     for name in args.datasets:
@@ -255,7 +307,7 @@ def main() -> None:
         real = pd.read_csv(path, usecols=list(spec))[list(spec)]
         for eps in args.eps:
             for label in args.methods:
-                lib, method = label.split("-")
+                lib, method, *variant = label.split("-")
                 means: list[float] = []
                 maxes: list[float] = []
                 secs: list[float] = []
@@ -263,7 +315,8 @@ def main() -> None:
                 for rep in range(args.reps):
                     seed = 1000 * rep + 17
                     if lib == "dpkit":
-                        synth, sec, note = _dpkit(path, spec, method, eps, len(real), seed)
+                        with _ablated(variant):
+                            synth, sec, note = _dpkit(path, spec, method, eps, len(real), seed)
                         side = "right"
                     else:
                         python = args.opendp_python if lib == "opendp" else args.smartnoise_python

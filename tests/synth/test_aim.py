@@ -29,6 +29,7 @@ from tests.synth.test_synthesize import _hostile, _Spy
 import dpkit.synth.aim as aim
 from dpkit.errors import InvalidParameterError, PrivacyWarning
 from dpkit.synth import evaluate
+from dpkit.synth.compression import merged_cells
 
 pytest.importorskip("mbi")
 
@@ -80,12 +81,16 @@ def _seeded(s: Any, **kw: Any) -> Any:
     den=st.integers(1, 10**9),
     d=st.integers(2, 64),
     anneal=st.lists(st.booleans(), max_size=2000),
+    one_way=st.sampled_from([None, Fraction(1, 2), Fraction(1, 7), Fraction(99, 100)]),
 )
-def test_the_rounds_never_spend_more_than_rho(num, den, d, anneal) -> None:
+def test_the_rounds_never_spend_more_than_rho(num, den, d, anneal, one_way) -> None:
     rho = Fraction(num, den)
-    budget = aim.RoundBudget(rho, d)
+    budget = aim.RoundBudget(rho, d, one_way)
     t = aim.max_rounds(d)
-    floor_m, floor_s = Fraction(9, 10) * rho / t, rho / (10 * t)
+    rest = rho if one_way is None else (1 - one_way) * rho
+    floor_m, floor_s = Fraction(9, 10) * rest / t, rest / (10 * t)
+    assert budget.spent == d * budget.one_way == (rho - rest if one_way else d * floor_m)
+    assert budget.one_way >= floor_m
     spent = budget.spent
     rounds = 0
     while not budget.done:
@@ -180,13 +185,31 @@ def test_the_report_spends_exactly_rho_and_estimates_the_workload(no_fit) -> Non
     result = _seeded(s, rows=10, rho=0.5, bins=8, workload=[("colour", "size"), ("ok",)])
     report = result.report
     assert sum(Fraction(v) for v in report.steps.values()) == pytest.approx(0.5, rel=1e-12)
+    assert aim.ONE_WAY_SHARE is None and not aim.MERGE_RARE_CELLS  # the paper's AIM
     assert report.steps["one-way marginals"] == pytest.approx(3 * 0.9 * 0.5 / 48)
+    assert not any(m.merges for m in report.marginals)
     assert set(report.errors) == {("colour", "size"), ("ok",)}
     # a one-way marginal is always measured: its error estimate is √(2/π)·σ·n
     sigma_ok = report.marginals[2].sigma
     assert report.errors["ok",] == pytest.approx((2 / np.pi) ** 0.5 * sigma_ok * 3)
     assert s.accountant.history[0].cost.rho == 0.5
     assert "workload=[['colour', 'size'], ['ok']]" in s.accountant.history[0].label
+
+
+def test_half_on_the_one_way_marginals_and_merged_cells(no_fit, monkeypatch) -> None:
+    monkeypatch.setattr(aim, "ONE_WAY_SHARE", Fraction(1, 2))
+    monkeypatch.setattr(aim, "MERGE_RARE_CELLS", True)
+    s = session(dependent(300))
+    report = _seeded(s, rows=10, rho=0.5, bins=8, workload=[("colour", "size"), ("ok",)]).report
+    assert sum(Fraction(v) for v in report.steps.values()) == pytest.approx(0.5, rel=1e-12)
+    assert report.steps["one-way marginals"] == 0.25  # half of ρ, ρ/(2d) each
+    assert [round(m.sigma**2, 9) for m in report.marginals[:3]] == [6.0] * 3  # ⌈1/(2·ρ/6)⌉
+    # every round measures in the cells the released one-way counts merge (post-processing)
+    released = {m.columns[0]: merged_cells(m.counts, m.sigma) for m in report.marginals[:3]}
+    for m in report.marginals[3:]:
+        want = {c: tuple(released[c].tolist()) for c in m.columns if released[c] is not None}
+        assert m.merges == want
+    assert any(m.merges for m in report.marginals[3:]), "no merge: the check above is empty"
 
 
 def test_high_rho_aim_is_accurate_on_a_dependent_table() -> None:

@@ -144,3 +144,14 @@ def test_categories_are_coded_by_the_comparison_after_grouping() -> None:
     for v, k in [(0, 0), (0, 2), (2, 0), (2, 2), (1, 1), (2, 0), (1, 2)]:
         expected[v, k] += 1
     np.testing.assert_array_equal(got, expected)
+
+
+def test_a_category_of_another_kind_matches_nothing_whatever_the_rows() -> None:
+    """A number declared for a text column equals no value of it. DuckDB once compared it by
+    converting every row to a number, so the count failed (after the charge) exactly when
+    some row held text that is no number: a failure that told such a row existed."""
+    schema = {"columns": {"x": {"bounds": [0, 10]}, "k": {"domain": [1, "1"]}}}
+    for texts in (["1", "2"], ["1", "abc"]):
+        s = _session(pd.DataFrame({"x": [1.0, 2.0], "k": texts}), schema)
+        (k_attr,) = discretise(s.schema, s.column_kinds, ["k"], 4)
+        np.testing.assert_array_equal(marginal(s.engine, [k_attr]), [0, 1, 1])

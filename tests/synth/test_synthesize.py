@@ -120,6 +120,28 @@ def test_a_boolean_and_a_numeric_category_column_are_coded_by_the_engine(no_fit)
     assert np.abs(flag - expected_flag).max() < 10 and np.abs(n - expected_n).max() < 10
 
 
+@pytest.mark.parametrize(
+    ("types", "domain"),
+    [
+        ({"code": "VARCHAR"}, [1, 2]),  # numbers for a text column
+        ({"code": "BIGINT"}, ["1", "2"]),  # text for a number column
+        ({"code": "DECIMAL(10,2)"}, [0.125, 1.0]),  # not exact in the declared type
+    ],
+)
+def test_a_category_the_column_cannot_hold_is_refused_before_the_charge(
+    types, domain, no_fit
+) -> None:
+    frame = dependent(50).assign(code=lambda f: (f["size"] // 50).astype(int))
+    if types["code"] == "VARCHAR":
+        frame["code"] = frame["code"].astype(str)
+    s = session(frame, types, {"code": {"domain": domain}})
+    spy = _Spy(s._engine)
+    s._engine = spy
+    with pytest.raises(InvalidParameterError, match="'code'"):
+        s.synthesize(rows=10, epsilon=1.0, columns=["colour", "code"])
+    assert spy.calls == 0 and s.accountant.history == ()
+
+
 def test_a_column_without_a_domain_is_refused_before_the_charge(no_fit) -> None:
     s = session(dependent(50).assign(free=1.0), {"free": "DOUBLE"})
     with pytest.raises(InvalidParameterError, match="no declared domain or bounds"):

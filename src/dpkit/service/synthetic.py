@@ -181,6 +181,7 @@ def synthetic_json(result: Any) -> dict[str, Any]:
                     "rho": float(m.rho),
                     "cells": int(m.counts.size),
                     "expected_l1_error": float(m.counts.size * m.sigma * math.sqrt(2 / math.pi)),
+                    "merges": {c: list(v) for c, v in m.merges.items()},
                 }
                 for m in report.marginals
             ],

@@ -394,7 +394,13 @@ def report_dict(result: Any) -> dict[str, Any]:
             "privacy": result.privacy.to_dict(),
             "rho_by_step": dict(report.steps),
             "marginals": [
-                {"columns": list(m.columns), "sigma": m.sigma, "rho": m.rho, "counts": m.counts}
+                {
+                    "columns": list(m.columns),
+                    "sigma": m.sigma,
+                    "rho": m.rho,
+                    "counts": m.counts,
+                    "merges": {c: list(v) for c, v in m.merges.items()},
+                }
                 for m in report.marginals
             ],
             "selected": [list(s) for s in report.selected],

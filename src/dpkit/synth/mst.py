@@ -16,11 +16,16 @@ thirds, as in the paper:
    the ℓ1 distance between its exact two-way counts ``x_ab`` and the
    independence model ``x̂_ab`` of the *noisy* one-way marginals (public after
    step 1); it is an integer (so computed exactly), and one row moves one cell
-   of ``x_ab`` by 1: sensitivity 1. Each round is ε_s-DP with
+   of ``x_ab`` by 1: sensitivity 1. Before it, each column's cells whose
+   noisy one-way count is below 3σ are merged (:mod:`dpkit.synth.compression`:
+   a function of the released one-way marginals, so post-processing), and
+   ``x_ab`` and ``x̂_ab`` are counted in the merged cells: a merged count is
+   an exact sum, and one row still moves one of them by 1. Each round is ε_s-DP with
    ε_s = √(8·(ρ/3)/(d - 1)) (rounded down), hence ε_s²/8-zCDP (bounded range:
    Cesar & Rogers 2021), (ρ/3)-zCDP over the ``d - 1`` rounds.
-3. **Pair marginals** (ρ/3): the ``d - 1`` selected pairs' counts, discrete
-   Gaussian noise calibrated to ρ/(3(d - 1)) each, ℓ2 sensitivity 1 as above.
+3. **Pair marginals** (ρ/3): the ``d - 1`` selected pairs' counts in the
+   merged cells, discrete Gaussian noise calibrated to ρ/(3(d - 1)) each, ℓ2
+   sensitivity 1 as above.
 
 Adaptive zCDP composition (Bun & Steinke 2016) gives ρ in all. The fit of a
 graphical model to the noisy marginals (Private-PGM, the ``mbi`` package:
@@ -32,8 +37,10 @@ noisy marginals' sums) is post-processing too.
 Differences from the paper's reference code: the exact discrete Gaussian
 instead of floating-point Gaussian noise; the selection's model of the
 one-way marginals is their independence product in closed form (what a
-Private-PGM fit of one-way cliques gives, without its optimiser); no
-compression of rare categories.
+Private-PGM fit of one-way cliques gives, without its optimiser); the model
+stays over every declared cell (the merged measurements enter its fit as
+sums of cells), where the reference code fits the merged domain and draws a
+merged cell's value uniformly.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from numpy.typing import NDArray
 from dpkit._checks import check_epsilon
 from dpkit.errors import InvalidParameterError
 from dpkit.mechanisms import DiscreteGaussian, as_source, exponential
+from dpkit.synth.compression import GroupedQuery, cell_maps, grouped, merges_of
 from dpkit.synth.domain import Attribute
 from dpkit.synth.marginals import marginal
 
@@ -102,6 +110,13 @@ class Measurement:
     sigma: float
     rho: Fraction
     noisy: NDArray[np.int64]
+    #: Each column's map from code to merged cell (:mod:`dpkit.synth.compression`), ``None``
+    #: where a column's cells are measured one by one; ``noisy`` has the merged shape.
+    merges: tuple[NDArray[np.int64] | None, ...] | None = None
+
+    @property
+    def merged(self) -> bool:
+        return self.merges is not None and any(m is not None for m in self.merges)
 
 
 @dataclass(frozen=True)
@@ -143,20 +158,33 @@ def check_shares(rho: Fraction, d: int, delta: float) -> None:
 
 
 def measure(
-    counts: NDArray[np.int64], columns: tuple[str, ...], rho: Fraction, delta: float, source: Any
+    counts: NDArray[np.int64],
+    columns: tuple[str, ...],
+    rho: Fraction,
+    delta: float,
+    source: Any,
+    maps: Sequence[NDArray[np.int64] | None] | None = None,
 ) -> Measurement:
-    """``counts`` (ℓ2 sensitivity 1) with exact discrete Gaussian noise, ``rho``-zCDP (σ² = ⌈1/(2ρ)⌉)."""
+    """``counts`` (ℓ2 sensitivity 1) with exact discrete Gaussian noise, ``rho``-zCDP (σ² = ⌈1/(2ρ)⌉).
+
+    ``maps``: when ``counts`` were summed into merged cells
+    (:func:`dpkit.synth.compression.grouped`, one row still moves one cell by
+    1), each column's merge map, recorded for the model fit.
+    """
     mech = DiscreteGaussian.from_rho(rho, delta=delta, sensitivity=1, size=counts.size)
     noisy = np.asarray(mech.randomise(counts.ravel(), rng=source), dtype=np.int64)
-    return Measurement(columns, float(mech.sigma), rho, noisy.reshape(counts.shape))
+    kept = None if maps is None or all(m is None for m in maps) else tuple(maps)
+    return Measurement(columns, float(mech.sigma), rho, noisy.reshape(counts.shape), kept)
 
 
-def _independent(one_way: Sequence[Measurement]) -> tuple[list[NDArray[np.float64]], float]:
+def _independent(
+    one_way: Sequence[NDArray[np.int64]],
+) -> tuple[list[NDArray[np.float64]], float]:
     """Each column's distribution (noisy counts clipped at 0, normalised) and the estimated total."""
-    total = max(1.0, float(np.mean([m.noisy.sum() for m in one_way])))
+    total = max(1.0, float(np.mean([m.sum() for m in one_way])))
     shares = []
     for m in one_way:
-        p = np.maximum(m.noisy.astype(np.float64), 0.0)
+        p = np.maximum(m.astype(np.float64), 0.0)
         s = p.sum()
         shares.append(p / s if s > 0 else np.full(p.shape, 1.0 / p.size))
     return shares, total
@@ -164,7 +192,7 @@ def _independent(one_way: Sequence[Measurement]) -> tuple[list[NDArray[np.float6
 
 def _select(
     exact_pairs: dict[tuple[int, int], NDArray[np.int64]],
-    one_way: Sequence[Measurement],
+    one_way: Sequence[NDArray[np.int64]],
     epsilon: float,
     source: Any,
 ) -> list[tuple[int, int]]:
@@ -221,16 +249,26 @@ def run_mst(
             for a in attributes
         ],
     )
+    # Post-processing of the released one-way marginals: rare cells merged for what follows.
+    merges = merges_of(one_way)
+    names = [a.name for a in attributes]
     index = list(combinations(range(d), 2))
     counts = counted(
         report,
         "pair counts",
-        [lambda a=a, b=b: marginal(engine, [attributes[a], attributes[b]]) for a, b in index],
+        [
+            lambda a=a, b=b: grouped(
+                marginal(engine, [attributes[a], attributes[b]]),
+                cell_maps((names[a], names[b]), merges),
+            )
+            for a, b in index
+        ],
     )
     exact_pairs = dict(zip(index, counts))
     eps = selection_epsilon(third, d - 1)
     report("selection", 0, d - 1)
-    pairs = _select(exact_pairs, one_way, eps, source)
+    noisy_one_way = [grouped(m.noisy, cell_maps(m.columns, merges)) for m in one_way]
+    pairs = _select(exact_pairs, noisy_one_way, eps, source)
     report("selection", d - 1, d - 1)
     two_way: list[Measurement] = counted(
         report,
@@ -238,10 +276,11 @@ def run_mst(
         [
             lambda a=a, b=b: measure(
                 exact_pairs[a, b],
-                (attributes[a].name, attributes[b].name),
+                (names[a], names[b]),
                 third / (d - 1),
                 delta,
                 source,
+                cell_maps((names[a], names[b]), merges),
             )
             for a, b in pairs
         ],
@@ -291,14 +330,27 @@ def fit_model(
     domain = Domain(tuple(a.name for a in attributes), tuple(a.size for a in attributes))
     # Repeated measurements of one marginal, combined by inverse variance (the same least-squares
     # loss up to a constant): one term per marginal, so that JAX compiles once per set of marginals.
-    groups: dict[tuple[str, ...], list[Measurement]] = {}
+    # A marginal measured on merged cells (compression.py) is a different query of the same
+    # clique: it has its own term, whose query sums the model's cells into the merged ones.
+    groups: dict[tuple[tuple[str, ...], Any], list[Measurement]] = {}
     for m in measurements:
-        groups.setdefault(m.columns, []).append(m)
+        cells = (
+            None
+            if not m.merged
+            else tuple(None if x is None else x.tobytes() for x in m.merges or ())
+        )
+        groups.setdefault((m.columns, cells), []).append(m)
+    sizes = {a.name: a.size for a in attributes}
     loss = []
-    for columns, group in groups.items():
+    for (columns, cells), group in groups.items():
         weights = [1.0 / m.sigma**2 for m in group]
         y = sum(w * m.noisy.ravel().astype(np.float64) for w, m in zip(weights, group))
-        loss.append(LinearMeasurement(y / sum(weights), columns, stddev=sum(weights) ** -0.5))
+        stddev = sum(weights) ** -0.5
+        if cells is not None:
+            query = GroupedQuery.of([sizes[c] for c in columns], group[0].merges or ())
+            loss.append(LinearMeasurement(y / sum(weights), columns, stddev=stddev, query=query))
+        else:
+            loss.append(LinearMeasurement(y / sum(weights), columns, stddev=stddev))
     return estimation.MirrorDescent().estimate(
         domain, loss, iters=iterations, warm_start=warm_start
     )

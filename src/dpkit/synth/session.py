@@ -52,6 +52,10 @@ class MeasuredMarginal:
     sigma: float
     rho: float
     counts: np.ndarray = field(repr=False)
+    #: For a marginal measured on merged cells (:mod:`dpkit.synth.compression`): each merged
+    #: column's map from its code to the cell of ``counts`` (a function of the released one-way
+    #: marginals). Empty when every cell was measured on its own.
+    merges: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class SynthesisReport:
 
     ``steps``: the ρ of each step (``"one-way marginals"``, ``"selection"``,
     ``"pair marginals"``, a third each); ``marginals``: every measured
-    marginal with its σ and noisy counts; ``selected``: the column pairs
+    marginal with its σ and noisy counts (in merged cells after the one-way
+    step: each one's ``merges``, :mod:`dpkit.synth.compression`); ``selected``: the column pairs
     chosen by the private selection (AIM: the clique of each round, in order);
     ``selection_epsilon``: the ε of each of its exponential-mechanism rounds
     (AIM: the largest; ``selection_epsilons``: each round's); ``cells``: each
@@ -129,6 +134,23 @@ def _check_columns(columns: object, inputs: SynthesisInputs) -> tuple[str, ...]:
             f"a synthetic table needs from 2 to {MAX_COLUMNS} columns, got {len(out)}."
         )
     return out
+
+
+def _check_categories(attributes: Sequence[Attribute], inputs: SynthesisInputs) -> None:
+    """Every declared category as a value of its column's type (public; an error names the column).
+
+    The engines compare categories by the same reading
+    (:func:`~dpkit.tables.values.category_value`), where one the column cannot
+    hold would match nothing: refused here instead, before the charge.
+    """
+    from dpkit.tables.values import canonical
+
+    for a in attributes:
+        if a.coding.categories is None:
+            continue
+        kind, type_name = inputs.kinds[a.name], inputs.types[a.name]
+        for v in a.coding.categories:
+            canonical(v, a.name, kind, type_name, "domain value")  # type: ignore[arg-type]
 
 
 def _check_cells(attributes: Sequence[Attribute]) -> None:
@@ -202,12 +224,13 @@ def _prepare(
         )
     if not hasattr(inputs.engine, "coded_counts"):
         raise InvalidParameterError(
-            "synthesize needs an engine that counts coded cells (DuckDB); this engine has none."
+            "synthesize needs an engine that counts coded cells (DuckDB or Spark); this engine has none."
         )
     n_rows = _check_rows(rows)
     names = _check_columns(columns, inputs)
     n_bins = check_bins(bins)
     attributes = discretise(inputs.schema, inputs.kinds, names, n_bins)
+    _check_categories(attributes, inputs)
     _check_cells(attributes)
     total, d = _rho_and_delta(epsilon, delta, rho, inputs.accountant)
     label = f"synthesize {method} columns={list(names)} rows={n_rows} bins={n_bins}"
@@ -388,4 +411,9 @@ def synthesize_aim(
 
 
 def _shown(m: Measurement) -> MeasuredMarginal:
-    return MeasuredMarginal(m.columns, m.sigma, float(m.rho), m.noisy)
+    merges = {
+        c: tuple(int(x) for x in cells)
+        for c, cells in zip(m.columns, m.merges or ())
+        if cells is not None
+    }
+    return MeasuredMarginal(m.columns, m.sigma, float(m.rho), m.noisy, merges)

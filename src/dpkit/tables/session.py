@@ -922,6 +922,7 @@ class Session(QueryMethods):
             engine=self.guarded_engine,
             schema=self._schema,
             kinds=dict(self._kinds),
+            types=dict(self._context.types),
             accountant=payer,
             privacy_unit=self._privacy_unit,
             max_contributions=self._k,

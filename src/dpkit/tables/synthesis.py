@@ -32,12 +32,15 @@ SYNTHESIZERS: dict[str, tuple[str, str]] = {
 class SynthesisInputs:
     """What a synthesizer may use of a session: its engine (guarded), public metadata and payer.
 
+    ``kinds`` and ``types``: each column's kind and declared type (public).
+
     ``rng``: the source of the call (``None``: the secure default).
     """
 
     engine: Any
     schema: Schema
     kinds: Mapping[str, str]
+    types: Mapping[str, str]
     accountant: Any
     privacy_unit: str | None
     max_contributions: int

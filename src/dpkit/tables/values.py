@@ -47,7 +47,14 @@ from typing import Any, Literal
 from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import ColumnKind
 
-__all__ = ["NumericType", "canonical", "from_engine", "numeric_type", "temporal_type"]
+__all__ = [
+    "NumericType",
+    "canonical",
+    "category_value",
+    "from_engine",
+    "numeric_type",
+    "temporal_type",
+]
 
 _INT_LIMIT = 2**63
 
@@ -141,6 +148,24 @@ def canonical(value: object, column: str, kind: ColumnKind, type_name: str, what
         f"column {column!r} has type {type_name}, which takes no {what}s; filter it with "
         "('is null',) or ('not null',) only, or declare it with another type."
     )
+
+
+def category_value(value: object, column: str, kind: ColumnKind, type_name: str) -> Any:
+    """A category of a :class:`~dpkit.tables.engines.base.Coding` as :func:`canonical` reads it,
+    or ``None`` when no value of the column can equal it.
+
+    The engines compare categories after the charge, so a category
+    :func:`canonical` refuses (of another kind, beyond the type's range, not
+    exact in it, a string that is no date) matches nothing rather than reach
+    the engine: left to convert it, each engine would fail or convert in its
+    own way, some by converting every value of the column (text to a number
+    fails on the first row that is no number, so a failure would tell that
+    such a row exists).
+    """
+    try:
+        return canonical(value, column, kind, type_name, "category")
+    except InvalidParameterError:
+        return None
 
 
 def _number(value: int | float, column: str, type_name: str, what: str) -> int | float:

@@ -165,10 +165,14 @@ class Coding:
 
     ``edges`` (numbers): the bin of :func:`~dpkit.tables.engines.base.Engine.bin_counts`'
     rule (values beyond the outer edges go to the end bins). ``categories``:
-    the position of the value in the tuple. A value that is missing (NULL;
-    for numbers also NaN and ±inf; with ``coerce`` text that is no number)
-    or not among the categories gets code ``missing``. Exactly one of
-    ``edges``/``categories`` is given.
+    the position of the value in the tuple, by equality with each category
+    read as a value of the column (:func:`~dpkit.tables.values.category_value`:
+    a category that no value of the column can equal matches nothing). A
+    value that is missing (NULL; for numbers also NaN and ±inf; with
+    ``coerce`` text that is no number) or not among the categories gets code
+    ``missing``. Exactly one of ``edges``/``categories`` is given. ``coerce``
+    reads a column not stored as numbers or booleans by its text; a column of
+    numbers is read as it is.
     """
 
     column: str

@@ -343,7 +343,9 @@ class DuckDBEngine:
         adding or removing one row changes one cell by 1. The codes are
         computed here, in SQL: numbers by :func:`_sql.bin_index` (beyond the
         outer edges: the end bins), categories by equality with each declared
-        value (typed as the column, compared binary-collated).
+        value (:func:`~dpkit.tables.values.category_value`: typed as the
+        column, compared binary-collated; a category that no value of the
+        column can equal matches nothing).
 
         Categories are coded after a first GROUP BY on their values, so the
         comparisons run once per distinct value instead of once per row; the
@@ -376,22 +378,23 @@ class DuckDBEngine:
         col = _sql.quote(coding.column)
         missing = int(coding.missing)
         if coding.edges is not None:
-            x = (
-                f"TRY_CAST(concat({col}, '') AS DOUBLE)"
-                if coding.coerce
-                else f"CAST({col} AS DOUBLE)"
-            )
+            # a column of numbers (or booleans) is read as it is, coerce or not, as scored() reads it
+            text = coding.coerce and _kind(self._types[coding.column]) not in NUMBER_KINDS
+            x = f"TRY_CAST(concat({col}, '') AS DOUBLE)" if text else f"CAST({col} AS DOUBLE)"
             # isfinite is NULL for NULL and false for NaN and ±inf: all go to ELSE.
             return f"(CASE WHEN isfinite({x}) THEN {_sql.bin_index(x, coding.edges)} ELSE {missing} END)"
         return self._category_code(coding, col)
 
     def _category_code(self, coding: Coding, expr: str) -> str:
         """The position of ``expr`` (the column's value) among the declared categories, else missing."""
+        from dpkit.tables.values import category_value
+
         missing = int(coding.missing)
-        type_name = self._types.get(coding.column)
+        type_name = self._types[coding.column]
         whens = []
-        for j, value in enumerate(coding.categories or ()):
-            items = _sql.in_list([value], coding.column, type_name)
+        for j, category in enumerate(coding.categories or ()):
+            value = category_value(category, coding.column, _kind(type_name), type_name)
+            items = [] if value is None else _sql.in_list([value], coding.column, type_name)
             if items:  # a fraction never equals an integer column's value
                 whens.append(f"WHEN {expr} = {items[0]} THEN {j}")
         if not whens:

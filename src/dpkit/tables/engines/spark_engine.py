@@ -21,6 +21,7 @@ import pandas as pd
 from dpkit.errors import DataError
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import (
+    Coding,
     ColumnKind,
     Condition,
     Contribution,
@@ -28,6 +29,7 @@ from dpkit.tables.engines.base import (
     Value,
     check_literal,
 )
+from dpkit.tables.engines.scoring import NUMBER_KINDS
 
 __all__ = ["SparkEngine"]
 
@@ -146,12 +148,27 @@ class SparkEngine:
             ">=": col >= lit,
         }[op]
 
+    def _number(self, column: str, coerce: bool) -> tuple[Any, Any]:
+        """The column as a double, and whether that is missing (NULL, NaN or ±inf).
+
+        ``coerce``: the value's text parsed as a number, NULL when it is none
+        (DuckDB's ``TRY_CAST(concat(x, '') AS DOUBLE)``); ``try_cast`` never
+        fails, in ANSI mode too.
+        """
+        F = self._F
+        col = F.col(f"`{column}`")
+        if coerce:
+            text = col if self._kinds[column] == "text" else col.cast("string")
+            x = text.try_cast("double")
+        else:
+            x = col.cast("double")
+        return x, x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(_INF))
+
     def _value(self, value: Value) -> tuple[Any, Any | None]:
         F = self._F
         col = F.col(f"`{value.column}`")
         if value.numeric:
-            x = col.try_cast("double") if value.coerce else col.cast("double")
-            missing = x.isNull() | F.isnan(x) | (F.abs(x) == F.lit(_INF))
+            x, missing = self._number(value.column, value.coerce)
             if value.bounds is not None:  # the same valid range as the DuckDB engine
                 w_lo, w_hi = Q.valid_range(value.bounds)
                 missing = missing | (x < F.lit(w_lo)) | (x > F.lit(w_hi))
@@ -386,6 +403,61 @@ class SparkEngine:
             .agg(F.count(F.lit(1)).alias("n"))
         )
         return self._collect(out, "counting values", value, group_by)
+
+    def coded_counts(self, codings: Sequence[Coding]) -> pd.DataFrame:
+        """Columns ``c0``, ``c1``, ... (each column's code, :class:`Coding`) and ``n``: one job.
+
+        The DuckDB engine's rule, in Spark: every row of the table is counted
+        once, in the cell of its codes (a missing or undeclared value has its
+        column's ``missing`` code), so adding or removing one row changes one
+        cell by 1. Numbers are binned by :meth:`_bin_index` (``_sql.bin_index``'s
+        rule; beyond the outer edges: the end bins), categories coded by
+        equality with each declared value
+        (:func:`~dpkit.tables.values.category_value`), typed as the column
+        (text binary-collated, see ``__init__``). One ``groupBy`` of the codes;
+        only the counts are collected. The plan is built inside :meth:`_run`:
+        Spark checks types as it builds a plan, and its messages are withheld.
+        """
+        F = self._F
+        names = [f"c{i}" for i in range(len(codings))]
+
+        def count() -> list[Any]:
+            codes = [self._code(c).alias(name) for c, name in zip(codings, names)]
+            cells = self._df.select(*codes).groupBy(*names)
+            return cells.agg(F.count(F.lit(1)).alias("n")).collect()
+
+        rows = self._run(count, "counting coded cells")
+        frame = pd.DataFrame([tuple(r) for r in rows], columns=[*names, "n"])
+        return frame.astype("int64")
+
+    def _code(self, coding: Coding) -> Any:
+        """One column's code: its bin, or its category's position; else ``missing``."""
+        F = self._F
+        if coding.edges is None:
+            return self._category_code(coding)
+        # a column of numbers (or booleans) is read as it is, coerce or not (as DuckDB's _code)
+        text = coding.coerce and self._kinds[coding.column] not in NUMBER_KINDS
+        x, missing = self._number(coding.column, text)
+        return F.when(missing, F.lit(int(coding.missing))).otherwise(
+            self._bin_index(x, coding.edges)
+        )
+
+    def _category_code(self, coding: Coding) -> Any:
+        """The value's position among the categories its column can equal, else ``missing``."""
+        from dpkit.tables.values import category_value
+
+        F = self._F
+        col = F.col(f"`{coding.column}`")
+        kind, type_name = self._kinds[coding.column], self._types[coding.column]
+        code = None
+        for j, category in enumerate(coding.categories or ()):
+            value = category_value(category, coding.column, kind, type_name)
+            items = [] if value is None else self._in_list([value], coding.column)
+            if items:  # a fraction never equals an integer column's value
+                equal = col == items[0]
+                code = F.when(equal, F.lit(j)) if code is None else code.when(equal, F.lit(j))
+        missing = F.lit(int(coding.missing))
+        return missing if code is None else code.otherwise(missing)
 
     # -- plumbing ----------------------------------------------------------------
 
