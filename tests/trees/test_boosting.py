@@ -262,6 +262,7 @@ def test_segments_are_contiguous_and_keep_extra_codes_apart() -> None:
         ("l2_regularization", 0.0),
         ("delta", 1.5),
         ("missing", "drop"),
+        ("update", "jacobi"),
     ],
 )
 def test_bad_parameters_are_refused_with_a_clear_message(param: str, value: object) -> None:
@@ -271,6 +272,13 @@ def test_bad_parameters_are_refused_with_a_clear_message(param: str, value: obje
     )
     with pytest.raises(InvalidParameterError, match=param):
         model.fit(X, y)
+
+
+def test_a_filter_is_for_sessions_only() -> None:
+    X, y = _binary(200)
+    model = DPGradientBoostingClassifier(bounds=BOUNDS, domains=DOMAINS, classes=[0, 1])
+    with pytest.raises(InvalidParameterError, match="where="):
+        model.fit(X, y, where={"a": (">", 0)})
 
 
 def test_seeded_fits_are_reproducible() -> None:

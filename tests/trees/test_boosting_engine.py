@@ -8,11 +8,13 @@
 * transcript: a dataset and its neighbour with one hostile row, noise fixed, show
   the same ledger, charge, warnings, report and engine calls;
 * refusals: every public problem is refused before the charge, with no engine read;
-* memory: the engine is only asked for aggregations, each returning one row per segment.
+* memory: the engine is only asked for aggregations, each returning one row per
+  (feature, code) of the pass.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any
 
@@ -21,7 +23,13 @@ import pandas as pd
 import pytest
 
 from dpkit import Session
-from dpkit.errors import BudgetExceededError, InvalidParameterError, PrivacyWarning
+from dpkit.errors import (
+    BudgetExceededError,
+    DataError,
+    InvalidParameterError,
+    PrivacyWarning,
+    ReleaseFailedError,
+)
 from dpkit.tables.engines.duckdb_engine import DuckDBEngine
 from dpkit.trees import DPGradientBoostingClassifier, DPGradientBoostingRegressor
 
@@ -41,6 +49,9 @@ SCHEMA = {
     }
 }
 N_CUTS = 14
+#: The codes of FEATURES: two numeric grids (N_CUTS + 1 bins and a missing code each),
+#: three categories and a missing code: the most rows a pass can return.
+CODES = 2 * (N_CUTS + 2) + 4
 
 
 def table(n: int = 600, seed: int = 0) -> pd.DataFrame:
@@ -90,10 +101,16 @@ def same_model(one: Any, other: Any) -> bool:
     )
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_engine_fit_is_the_array_fit_exactly_for_the_classifier(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "update"), [(0, "round"), (1, "round"), (2, "cyclic")])
+def test_the_engine_fit_is_the_array_fit_exactly_for_the_classifier(seed: int, update: str) -> None:
     frame = table(seed=seed)
-    params = {"epsilon": 1.0, "max_iter": 4, "max_leaf_nodes": 4, "n_cuts": N_CUTS}
+    params = {
+        "epsilon": 1.0,
+        "max_iter": 4,
+        "max_leaf_nodes": 4,
+        "n_cuts": N_CUTS,
+        "update": update,
+    }
     engine = DPGradientBoostingClassifier(**params, random_state=seed)
     engine.fit(session(frame), y="lab", features=FEATURES)
     arrays = DPGradientBoostingClassifier(
@@ -118,6 +135,116 @@ def test_the_engine_fit_is_the_array_fit_exactly_for_the_regressor(seed: int, lo
     ).fit(frame[FEATURES], frame["t"])
     assert same_model(engine, arrays)
     assert not all(np.all(s == 0) for s in engine.shapes_)
+
+
+@pytest.mark.parametrize(("update", "passes"), [("round", 3), ("cyclic", 3 * len(FEATURES))])
+def test_a_round_is_one_engine_pass(
+    monkeypatch: pytest.MonkeyPatch, update: str, passes: int
+) -> None:
+    """update="round": one scan per round, summing every feature's codes (one grouping
+    set each); "cyclic": one scan per feature and round."""
+    keys: list[tuple[int, ...]] = []
+    original = DuckDBEngine.boosting_sums
+
+    def counted(engine: DuckDBEngine, spec: Any) -> Any:
+        keys.append(spec.keys)
+        return original(engine, spec)
+
+    monkeypatch.setattr(DuckDBEngine, "boosting_sums", counted)
+    model = DPGradientBoostingClassifier(
+        epsilon=1.0, max_iter=3, max_leaf_nodes=4, n_cuts=N_CUTS, update=update, random_state=0
+    )
+    model.fit(session(table()), y="lab", features=FEATURES)
+    assert len(keys) == passes
+    every = sorted(range(len(FEATURES)))
+    assert (
+        all(sorted(k) == every for k in keys)
+        if update == "round"
+        else all(len(k) == 1 for k in keys)
+    )
+
+
+def test_a_filtered_fit_is_the_array_fit_on_the_rows_the_filter_keeps() -> None:
+    """where= keeps the rows a query with that filter would count (NULLs fail a comparison)."""
+    frame = table(seed=4)
+    where = {"k": ["x", "y"], "t": (">", 5.0)}
+    kept = frame[frame["k"].isin(["x", "y"]) & (frame["t"] > 5.0)]  # NaN and None fail both
+    params = {"epsilon": 1.0, "max_iter": 3, "max_leaf_nodes": 4, "n_cuts": N_CUTS}
+    engine = DPGradientBoostingClassifier(**params, random_state=4)
+    engine.fit(session(frame), y="lab", features=FEATURES, where=where)
+    arrays = DPGradientBoostingClassifier(
+        **params, random_state=4, bounds=BOUNDS, domains=DOMAINS, classes=[0, 1]
+    ).fit(kept[FEATURES], kept["lab"])
+    assert same_model(engine, arrays)
+    unfiltered = DPGradientBoostingClassifier(**params, random_state=4)
+    unfiltered.fit(session(frame), y="lab", features=FEATURES)
+    assert not same_model(engine, unfiltered)  # the filter changed the rows used
+
+
+def coded_tables(s: Session) -> int:
+    """The temporary tables of coded rows that boosting fits left on the session's engine."""
+    frame = s.engine._fetch(
+        "SELECT count(*) AS n FROM duckdb_tables() WHERE table_name LIKE '__dpkit_boost_rows%'",
+        "counting",
+    )
+    return int(frame["n"][0])
+
+
+def test_a_fit_codes_the_rows_once_and_drops_them_when_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = session(table())
+    created: list[str] = []
+    original = DuckDBEngine._run
+
+    def watched(engine: DuckDBEngine, sql: str) -> None:
+        created.extend([sql] if sql.startswith("CREATE TEMPORARY TABLE __dpkit_boost_rows") else [])
+        original(engine, sql)
+
+    monkeypatch.setattr(DuckDBEngine, "_run", watched)
+    model = DPGradientBoostingClassifier(epsilon=1.0, max_iter=4, n_cuts=N_CUTS, random_state=0)
+    model.fit(s, y="lab", features=FEATURES)
+    assert len(created) == 1 and coded_tables(s) == 0
+    # a fit that fails after the charge drops them too (the engine fails on the 2nd pass)
+    passes = DuckDBEngine._fetch
+    calls: list[int] = []
+
+    def failing(engine: DuckDBEngine, sql: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise DataError("the engine failed")
+        return passes(engine, sql, *args, **kwargs)
+
+    monkeypatch.setattr(DuckDBEngine, "_fetch", failing)
+    with pytest.raises(ReleaseFailedError):  # the one generic error after a charge
+        DPGradientBoostingClassifier(epsilon=1.0, max_iter=4, n_cuts=N_CUTS).fit(
+            s, y="lab", features=FEATURES
+        )
+    monkeypatch.setattr(DuckDBEngine, "_fetch", passes)
+    assert len(created) == 2 and coded_tables(s) == 0
+
+
+def test_concurrent_fits_keep_their_own_coded_rows() -> None:
+    """Two fits on one session interleave their passes; each keeps (and drops) its own rows."""
+    s = session(table())
+    params = {"epsilon": 1.0, "max_iter": 3, "n_cuts": N_CUTS, "random_state": 0}
+    alone = DPGradientBoostingClassifier(**params).fit(s, y="lab", features=FEATURES)
+    models = [DPGradientBoostingClassifier(**params) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def fit(model: Any) -> None:
+        try:
+            model.fit(s, y="lab", features=FEATURES)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=fit, args=(m,)) for m in models]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and all(same_model(m, alone) for m in models)
+    assert coded_tables(s) == 0
 
 
 def test_scores_far_past_the_logistic_table_agree_too() -> None:
@@ -169,14 +296,14 @@ class Calls:
 
 
 def transcript(
-    frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, make: Any, y: str
+    frame: pd.DataFrame, monkeypatch: pytest.MonkeyPatch, make: Any, y: str, where: Any = None
 ) -> dict[str, Any]:
     s = session(frame, epsilon=5.0)
     calls = Calls(monkeypatch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            model = make().fit(s, y=y, features=FEATURES)
+            model = make().fit(s, y=y, features=FEATURES, where=where)
             outcome: Any = model.privacy_
         except Exception as err:
             outcome = (type(err).__name__, str(err))
@@ -187,7 +314,7 @@ def transcript(
         "spent": s.spent,
         "warnings": [(type(w.message).__name__, str(w.message)) for w in caught],
         "calls": len(calls.sql),
-        "sizes_bound": max(calls.sizes, default=0) <= 2 * N_CUTS,
+        "sizes_bound": max(calls.sizes, default=0) <= CODES,
     }
 
 
@@ -198,10 +325,11 @@ HOSTILE_ROWS = [
 ]
 
 
+@pytest.mark.parametrize("where", [None, {"b": ("<", 8.0), "k": ["x", "w"]}])
 @pytest.mark.parametrize("row", HOSTILE_ROWS)
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
 def test_a_neighbour_with_one_hostile_row_shows_the_same_transcript(
-    row: dict[str, Any], kind: str, monkeypatch: pytest.MonkeyPatch
+    row: dict[str, Any], kind: str, where: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frame = table(n=300, seed=7)
     neighbour = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
@@ -216,8 +344,8 @@ def test_a_neighbour_with_one_hostile_row_shows_the_same_transcript(
 
     y = "lab" if kind == "classifier" else "t"
     one, other = (
-        transcript(frame, monkeypatch, make, y),
-        transcript(neighbour, monkeypatch, make, y),
+        transcript(frame, monkeypatch, make, y, where),
+        transcript(neighbour, monkeypatch, make, y, where),
     )
     assert one == other
     assert one["calls"] > 0 and one["sizes_bound"]
@@ -228,10 +356,10 @@ def test_the_engine_is_only_asked_for_small_aggregations(monkeypatch: pytest.Mon
     calls = Calls(monkeypatch)
     model = DPGradientBoostingClassifier(epsilon=1.0, max_iter=3, max_leaf_nodes=4, n_cuts=N_CUTS)
     model.fit(s, y="lab", features=FEATURES)
-    assert len(calls.sql) == 3 * len(FEATURES)  # one pass per update
-    assert all("GROUP BY segment" in sql for sql in calls.sql)
-    # one row per segment at most: 4 random segments of a numeric feature + its missing code
-    assert max(calls.sizes) <= 5
+    assert len(calls.sql) == 3  # one pass per round
+    assert all("GROUPING SETS" in sql for sql in calls.sql)
+    # one row per (feature, code) at most: the segments are summed outside the engine
+    assert max(calls.sizes) <= CODES
 
 
 def test_every_pass_holds_the_session_lock() -> None:
@@ -288,11 +416,17 @@ def test_public_problems_are_refused_before_the_charge_and_any_read() -> None:
         **fit,
     )
     assert "two classes" in refusing(lambda: clf(classes=[0, 1, 7]), s, **fit)
+    # classes the label column cannot hold would match no row: refused, column named
+    assert "'lab'" in refusing(lambda: clf(classes=["no", "yes"]), s, **fit)
+    assert "'lab'" in refusing(lambda: clf(classes=[0.5, 1]), s, **fit)
     assert "missing='separate'" in refusing(lambda: clf(missing="error"), s, **fit)
     assert "schema" in refusing(lambda: clf(bounds=(0, 1)), s, **fit)
     assert "unknown feature" in refusing(clf, s, y="lab", features=["a", "nope"])
     assert "label column" in refusing(clf, s, y="nope", features=FEATURES)
     assert "twice" in refusing(clf, s, y="lab", features=["a", "a"])
+    # a filter is checked against the schema like a query's: column names, literal types
+    assert "unknown column" in refusing(clf, s, **fit, where={"nope": 1})
+    assert "'k'" in refusing(clf, s, **fit, where={"k": 3})
     assert "accountant" in refusing(lambda: clf(accountant=object()), s, **fit)
     undeclared = Session.from_pandas(
         frame, types=TYPES, schema={"columns": {"lab": {"domain": [0, 1]}}}, epsilon=1.0

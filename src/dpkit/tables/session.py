@@ -43,7 +43,7 @@ from dpkit.errors import DataError, InvalidParameterError, PrivacyWarning
 from dpkit.privacy import neighbouring
 from dpkit.release import Release
 from dpkit.tables import costing
-from dpkit.tables.engines.base import ColumnKind, Engine
+from dpkit.tables.engines.base import ColumnKind, Condition, Engine
 from dpkit.tables.execution import execute
 from dpkit.tables.kinds import validate
 from dpkit.tables.noise import check_noise, for_payer
@@ -74,6 +74,7 @@ from dpkit.tables.validation import (
     HISTOGRAM_METHODS,
     TableContext,
     ValidatedQuery,
+    check_where,
 )
 from dpkit.tables.work import (
     LIBRARY_LIMITS,
@@ -1038,6 +1039,15 @@ class Session(QueryMethods):
         for name in out.columns:
             self._check_column(name, "the schema")
         return out
+
+    def checked_filter(self, where: Any) -> tuple[Condition, ...]:
+        """The conditions of a ``where=`` filter, checked against the declared schema.
+
+        Public metadata only (nothing is read or charged): what a release that
+        reads the table outside :meth:`answer` (a boosted model fitted on the
+        session) uses to filter its rows as queries do.
+        """
+        return check_where(self._context, where)
 
     def _check_column(self, name: object, where: str = "the query") -> str:
         if not isinstance(name, str) or name not in self._kinds:

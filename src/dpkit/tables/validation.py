@@ -55,6 +55,7 @@ __all__ = [
     "check_column",
     "check_common",
     "check_memory",
+    "check_where",
     "count_value",
     "numeric_edges",
     "numeric_value",
@@ -208,6 +209,14 @@ def check_common(spec: Any, ctx: TableContext, *, needs_column: bool = True) -> 
 
 
 # ----------------------------------------------------------------------------- columns
+
+
+def check_where(ctx: TableContext, where: Any) -> tuple[Condition, ...]:
+    """A ``where=`` filter's conditions, every column and literal checked against the
+    declared schema (public metadata only; an error says what to fix)."""
+    from dpkit.tables.filters import parse_where
+
+    return tuple(_condition(ctx, c) for c in parse_where(where, ctx.kinds))
 
 
 def check_column(ctx: TableContext, name: object, where: str = "the query") -> str:

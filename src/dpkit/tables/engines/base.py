@@ -312,13 +312,18 @@ class GridCoding:
 
 @dataclass(frozen=True)
 class BoostingPass:
-    """One boosting update's aggregation: per segment of one feature, the exact integer
-    sums of the loss's gradient ``g`` and Hessian ``h`` at the current additive model.
+    """One boosting pass's aggregation: per code of each feature in ``keys``, the exact
+    integer sums of the loss's gradient ``g`` and Hessian ``h`` at the current additive
+    model, and the row count ``n``.
 
     All public: the codings (``GridCoding`` or ``Coding`` with categories), the label
     column and its rule, the model (``intercept`` and one tuple of values per code
-    of every feature, integers in units of 2^-MODEL_BITS), the feature ``key`` whose
-    codes are mapped to segments by ``segments``. Per row, with F the model's score:
+    of every feature, integers in units of 2^-MODEL_BITS), the features ``keys`` whose
+    per-code sums come back (one feature for a cyclic update; every feature for a
+    round's update against one model: one scan, one grouping set per feature). The
+    result has columns ``feature``, ``code``, ``g``, ``h``, ``n`` (at most the sum of
+    the keys' code counts rows; a code no row has is absent). Per row, with F the
+    model's score:
 
     * ``loss="logistic"``: target t = 1 if the label equals ``classes[positive]``,
       0 if it equals another declared class, the row left out otherwise;
@@ -331,7 +336,11 @@ class BoostingPass:
       h = 2^GRADIENT_BITS.
 
     ``drop_missing``: leave out a row with a missing (or undeclared) feature value
-    instead of giving it the feature's missing code.
+    instead of giving it the feature's missing code. ``where``: the fit's filter
+    (conditions checked against the schema, read as queries read them), applied
+    before anything else. ``fit``: the fit the pass
+    belongs to (not 0): an engine may code the rows once for all passes of one fit,
+    and drops them on ``boosting_done(fit)``; 0: no such reuse.
     """
 
     codings: tuple[GridCoding | Coding, ...]
@@ -339,11 +348,12 @@ class BoostingPass:
     loss: Literal["logistic", "squared", "absolute"]
     intercept: int
     shapes: tuple[tuple[int, ...], ...]
-    key: int
-    segments: tuple[int, ...]
+    keys: tuple[int, ...]
     classes: tuple[Any, ...] = ()
     positive: int | None = None
     target_bounds: tuple[float, float] | None = None
     drop_missing: bool = False
     probabilities: tuple[int, ...] = ()
     hessians: tuple[int, ...] = ()
+    where: tuple[Condition, ...] = ()
+    fit: int = 0

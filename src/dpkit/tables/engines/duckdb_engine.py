@@ -33,9 +33,15 @@ from dpkit.tables.engines.base import (
     BoostingPass,
     Coding,
     ColumnKind,
+    Condition,
     GridCoding,
     Rows,
     Value,
+)
+from dpkit.tables.engines.boosting_sql import (
+    boosting_aggregates,
+    boosting_grouping,
+    boosting_groups,
 )
 from dpkit.tables.engines.scoring import (
     NUMBER_KINDS,
@@ -100,6 +106,11 @@ def _clamp_codes(frame: pd.DataFrame, size: int) -> pd.DataFrame:
 def _int_array(values: Sequence[int]) -> str:
     """A constant BIGINT array (fixed size: DuckDB indexes it without copying per row)."""
     return f"CAST([{', '.join(str(int(v)) for v in values)}] AS BIGINT[{max(len(values), 1)}])"
+
+
+def _code_type(missing: int) -> str:
+    """The smallest integer type that holds codes 0 .. missing and code + 1."""
+    return "UTINYINT" if missing < 255 else "USMALLINT" if missing < 65535 else "INTEGER"
 
 
 def _failure(what: str, value: Value | None, group_by: Sequence[Value]) -> DataError:
@@ -181,6 +192,7 @@ class DuckDBEngine:
         self._rows_per_part = per_part
         self._parts: int | None = None
         self._constants: dict[str, str] = {}
+        self._row_tables: dict[tuple[int, str], str] = {}
         self._connection = connection
         if isinstance(table, duckdb.DuckDBPyRelation):
             self._relation: duckdb.DuckDBPyRelation | None = table
@@ -402,14 +414,15 @@ class DuckDBEngine:
         return f"(CASE {' '.join(whens)} ELSE {missing} END)"
 
     def boosting_sums(self, spec: BoostingPass) -> pd.DataFrame:
-        """Columns ``segment``, ``g``, ``h``, ``n``: one GROUP BY of a boosting update.
+        """Columns ``feature``, ``code``, ``g``, ``h``, ``n``: one scan of a boosting pass.
 
         The rule is :class:`~dpkit.tables.engines.base.BoostingPass`'s. Every
         per-row term is an integer computed from integers (codes, the model's
         values, table look-ups, arithmetic shifts) or, for regression, from one
         IEEE subtraction and a rounding, so the sums (BIGINT) are exact, in any
-        order, and equal to NumPy's on the same rows. Only one row per segment
-        comes back.
+        order, and equal to NumPy's on the same rows. The score is computed once
+        per row and summed per code of every feature in ``keys`` (one grouping
+        set each); only one row per (feature, code) comes back.
         """
         keep: list[str] = []
         if spec.drop_missing:
@@ -433,40 +446,40 @@ class DuckDBEngine:
                 f"{_sql.literal(hi - lo)} END)"
             )
         keep.append("t IS NOT NULL")
-        inner = self._boost_codes(spec.codings, [(target, "t")])
+        inner = self._boost_rows(spec, target, keep)
         model = self._boost_model(spec)
         terms = [str(int(spec.intercept))] + [
             f"{model}[{j + 1}][c{j} + 1]" for j in range(len(spec.shapes))
         ]
         score = " + ".join(terms)
-        segment = f"{model}[{len(spec.shapes) + 1}][c{int(spec.key)} + 1]"
+        codes = ", ".join(f"c{int(k)}" for k in spec.keys)
         one = 1 << GRADIENT_BITS
         if spec.loss == "logistic":
             limit = SCORE_LIMIT << SCORE_BITS
             shift = MODEL_BITS - SCORE_BITS
             index = f"least(greatest(((({score}) + {1 << (shift - 1)}) >> {shift}), -{limit}), {limit}) + {limit + 1}"
-            scored = (
-                f"SELECT {segment} AS segment, t, {index} AS u FROM ({inner}) "
-                f"WHERE {' AND '.join(keep)}"
-            )
-            table_p = self._boost_constant(_int_array(spec.probabilities))
-            table_h = self._boost_constant(_int_array(spec.hessians))
-            g = f"t * {one} - {table_p}[u]"
-            h = f"{table_h}[u]"
+            scored = f"SELECT {codes}, t, {index} AS u FROM {inner}"
+            # p and h by a join with the public table: DuckDB indexes a long constant
+            # array slowly (per chunk and row), a hash join on u is nearly free
+            table = self._logistic_table(spec.probabilities, spec.hessians)
+            scored = f"SELECT {codes}, t, p, hn FROM ({scored}) JOIN {table} USING (u)"
+            g = f"t * {one} - p"
+            h = "hn"
         else:
             unit = _sql.literal(2.0**-MODEL_BITS)
             r = f"(t - CAST({score} AS DOUBLE) * {unit})"
-            scored = (
-                f"SELECT {segment} AS segment, {r} AS r FROM ({inner}) WHERE {' AND '.join(keep)}"
-            )
+            scored = f"SELECT {codes}, {r} AS r FROM {inner}"
             if spec.loss == "absolute":
                 g = f"CAST(sign(r) AS BIGINT) * {one}"
             else:
                 g = f"CAST(floor({_sql.clip_sql('r', (-1.0, 1.0))} * {_sql.literal(float(one))} + 0.5) AS BIGINT)"
             h = str(one)
+        # g and h as columns of their own: inside the aggregates, DuckDB would evaluate
+        # them once per grouping set.
+        per_row = f"SELECT {codes}, {g} AS g, {h} AS h FROM ({scored})"
         sql = (
-            f"SELECT segment, CAST(sum({g}) AS BIGINT) AS g, CAST(sum({h}) AS BIGINT) AS h, "
-            f"count(*) AS n FROM ({scored}) GROUP BY segment"
+            f"SELECT {boosting_groups(spec.keys)}, {boosting_aggregates('g', 'h')} "
+            f"FROM ({per_row}) {boosting_grouping(spec.keys)}"
         )
         return self._fetch(sql, "summing a boosting update", None, ())
 
@@ -502,35 +515,86 @@ class DuckDBEngine:
         assert relation is not None  # a SELECT always gives a relation
         return relation
 
-    def _boost_constant(self, array: str) -> str:
-        """SQL reading the constant array ``array`` (SQL text): a connection variable, set once.
+    def _boost_rows(self, spec: BoostingPass, target: str, keep: Sequence[str]) -> str:
+        """SQL of a pass's rows: the codes ``c0, c1, ...`` and the target ``t`` of every
+        row the pass keeps (``keep``), as a table to read from.
 
-        DuckDB re-parses (and, inside a CASE, may re-build per row) a constant array
-        written into a query: a table of thousands of entries costs a tenth of a
-        second per query, a threshold array several times the pass. Set once as a
-        variable on the engine's connection (a relation's engine is given the
-        relation's own connection), each pass reads it with ``getvariable`` (the
-        same values). Without a connection the array is written into the query.
+        A fit's passes differ only in the model, so on a connection the rows are
+        coded once, into a temporary table (one byte a code where the codes fit),
+        and every later pass of the fit reads that table: the codes' arithmetic
+        runs once per fit instead of once per pass. :meth:`boosting_done` drops
+        it when the fit ends (passes with ``fit=0`` code the rows every time). The
+        table is the data's, as private as the table it
+        came from, and never leaves the engine.
         """
-        if self._connection is None:
-            return array
-        name = self._constants.get(array)
+        coded = self._boost_codes(spec.codings, [(target, "t")], where=spec.where)
+        select = f"SELECT * FROM ({coded}) WHERE {' AND '.join(keep)}"
+        if not spec.fit:
+            return f"({select})"
+        # everything of the spec but the model (the passes of one fit share it)
+        key = (spec.fit, repr(replace(spec, intercept=0, shapes=(), keys=())))
+        name = self._row_tables.get(key)
         if name is None:
-            name = f"__dpkit_boost_{len(self._constants)}"
+            name = f"__dpkit_boost_rows_{id(self):x}_{spec.fit}_{len(self._row_tables)}"
+            typed = [
+                f"CAST(c{j} AS {_code_type(c.missing)}) AS c{j}" for j, c in enumerate(spec.codings)
+            ]
+            t = "CAST(t AS TINYINT)" if spec.loss == "logistic" else "t"
             try:
-                self._connection.execute(f"SET VARIABLE {name} = {array}")
+                self._run(
+                    f"CREATE TEMPORARY TABLE {name} AS SELECT {', '.join(typed)}, {t} AS t "
+                    f"FROM ({select})"
+                )
+            except duckdb.Error:
+                raise _failure("coding the rows of a boosting fit", None, ()) from None
+            self._row_tables[key] = name
+        return name
+
+    def boosting_done(self, fit: int) -> None:
+        """Drop the coded rows of ``fit`` (:meth:`_boost_rows`); other fits keep theirs."""
+        for key in [k for k in self._row_tables if k[0] == fit]:
+            name = self._row_tables.pop(key)
+            with contextlib.suppress(duckdb.Error):
+                self._run(f"DROP TABLE IF EXISTS {name}")
+
+    def _run(self, sql: str) -> None:
+        """Run a statement on the engine's connection (a relation's engine: the relation's)."""
+        if self._relation is None:
+            self._connection.execute(sql)
+            return
+        result = self._relation.query(_ALIAS, sql)
+        if result is not None:
+            result.fetchall()
+
+    def _logistic_table(self, probabilities: Sequence[int], hessians: Sequence[int]) -> str:
+        """SQL of the public table (u, p, hn), u = 1 .. len: made once per connection.
+
+        A temporary table on the engine's connection (the same values in every
+        pass); without a connection, the rows unnested from constant arrays.
+        """
+        values = f"SELECT generate_series AS u, {_int_array(probabilities)}[generate_series] AS p, "
+        values += f"{_int_array(hessians)}[generate_series] AS hn "
+        values += f"FROM generate_series(1, {len(probabilities)})"
+        if self._connection is None:
+            return f"({values})"
+        key = f"logistic:{hash((tuple(probabilities), tuple(hessians)))}"
+        name = self._constants.get(key)
+        if name is None:
+            name = f"__dpkit_boost_logistic_{len(self._constants)}"
+            try:
+                self._connection.execute(f"CREATE OR REPLACE TEMPORARY TABLE {name} AS {values}")
             except duckdb.Error:
                 raise _failure("setting a public table", None, ()) from None
-            self._constants[array] = name
-        return f"getvariable('{name}')"
+            self._constants[key] = name
+        return name
 
     def _boost_model(self, spec: BoostingPass) -> str:
-        """SQL reading the pass's model: every shape, then the segment map (lists of BIGINT).
+        """SQL reading the pass's model: every feature's shape (lists of BIGINT).
 
-        Set as one connection variable per pass (see :meth:`_boost_constant`), else
-        written into the query.
+        Set as one connection variable per pass (DuckDB re-parses a constant array
+        written into a query), else written into the query.
         """
-        lists = [*spec.shapes, spec.segments]
+        lists = spec.shapes
         value = "[" + ", ".join(f"[{', '.join(str(int(v)) for v in x)}]" for x in lists) + "]"
         array = f"CAST({value} AS BIGINT[][])"
         if self._connection is None:
@@ -546,14 +610,16 @@ class DuckDBEngine:
         codings: Sequence[GridCoding | Coding],
         carry: Sequence[tuple[str, str]],
         code_of: Callable[[Coding], str] | None = None,
+        where: Sequence[Condition] = (),
     ) -> str:
         """A subquery of every row's feature codes ``c0, c1, ...`` and the ``carry``
         columns ((SQL, name) pairs: the target ``t`` of a pass, kept columns of a scoring).
 
         Categories: :meth:`_code` (or ``code_of``). Numbers: :class:`GridCoding`'s rule,
         the grid's arithmetic (``FeatureGrid._numeric_codes``) one step per subquery
-        level, so no expression is repeated: the value (``xf``: a missing one replaced
-        by ``lo`` as the grid does), the guess, the step up, the step down.
+        level, so no expression is repeated: the value clipped to the bounds (a missing
+        one replaced by a bound; its code is ``missing`` anyway), the guess, the guess
+        clamped to the codes, the exact step up or down.
         """
         level = [f"{sql} AS {name}" for sql, name in carry]
         steps: list[list[str]] = [[], [], []]
@@ -577,23 +643,29 @@ class DuckDBEngine:
                 # threshold k (1-based) as the grid computes it: lo + k * step, two IEEE ops
                 return f"({lo} + CAST({k} AS DOUBLE) * {step})"
 
+            hi = _sql.literal(float(coding.hi))
             level.append(f"coalesce(isfinite({x}), FALSE) AS f{j}")
-            level.append(f"(CASE WHEN isfinite({x}) THEN {x} ELSE {lo} END) AS x{j}")
-            clipped = _sql.clip_sql(f"x{j}", (coding.lo, coding.hi))
-            steps[0].append(
-                f"least(greatest(CAST(ceil(({clipped} - {lo}) / {step}) "
-                f"AS BIGINT) - 1, 0), {top}) AS g{j}"
+            # clipped to [lo, hi]; a missing value (code ``missing`` below) reads lo, and
+            # NaN (above every number in DuckDB) reads hi: finite either way, so no cast fails
+            level.append(
+                f"(CASE WHEN {x} < {lo} THEN {lo} WHEN {x} > {hi} THEN {hi} "
+                f"WHEN isfinite({x}) THEN {x} ELSE {lo} END) AS x{j}"
             )
+            steps[0].append(f"CAST(ceil((x{j} - {lo}) / {step}) AS BIGINT) - 1 AS g{j}")
             steps[1].append(
-                f"(CASE WHEN g{j} < {top} AND x{j} > {thr(f'g{j} + 1')} "
-                f"THEN g{j} + 1 ELSE g{j} END) AS g{j}"
+                f"(CASE WHEN g{j} < 0 THEN 0 WHEN g{j} > {top} THEN {top} ELSE g{j} END) AS g{j}"
             )
+            # one step up, then one down; never both (thresholds increase), so both
+            # tests read the same guess: integer arithmetic instead of two CASE levels
             steps[2].append(
-                f"(CASE WHEN NOT f{j} THEN {int(coding.missing)} WHEN g{j} > 0 AND "
-                f"x{j} <= {thr(f'g{j}')} THEN g{j} - 1 ELSE g{j} END) AS c{j}"
+                f"(CASE WHEN f{j} THEN g{j} + CAST(g{j} < {top} AND x{j} > {thr(f'g{j} + 1')} "
+                f"AS BIGINT) - CAST(g{j} > 0 AND x{j} <= {thr(f'g{j}')} AS BIGINT) "
+                f"ELSE {int(coding.missing)} END) AS c{j}"
             )
             carried += [f"f{j}", f"x{j}"]
         sql = f"SELECT {', '.join(level)} FROM {self._table} AS {_sql.ROW}"
+        if where:  # the filter first, as a query's (``_sql.base_query``)
+            sql += " WHERE " + " AND ".join(_sql.condition_sql(c, self._types) for c in where)
         codes = [c for c in carried if c.startswith("c")]
         for depth, stage in enumerate(steps):
             if not stage:

@@ -13,7 +13,11 @@ failures are re-raised as a :class:`~dpkit.errors.DataError` without them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import operator
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -21,13 +25,24 @@ import pandas as pd
 from dpkit.errors import DataError
 from dpkit.tables import queries as Q
 from dpkit.tables.engines.base import (
+    GRADIENT_BITS,
+    MODEL_BITS,
+    SCORE_BITS,
+    SCORE_LIMIT,
+    BoostingPass,
     Coding,
     ColumnKind,
     Condition,
     Contribution,
+    GridCoding,
     Rows,
     Value,
     check_literal,
+)
+from dpkit.tables.engines.boosting_sql import (
+    boosting_aggregates,
+    boosting_grouping,
+    boosting_groups,
 )
 from dpkit.tables.engines.scoring import NUMBER_KINDS
 
@@ -53,6 +68,11 @@ def _kind(type_name: str) -> ColumnKind:
     return "other"
 
 
+def _code_type(missing: int) -> str:
+    """The smallest Spark integer type that holds codes 0 .. missing."""
+    return "byte" if missing < 127 else "short" if missing < 32767 else "int"
+
+
 class SparkEngine:
     """Aggregations over a PySpark DataFrame, one Spark job each."""
 
@@ -74,6 +94,8 @@ class SparkEngine:
         self._types = dict(frame.dtypes)
         self._kinds = {c: _kind(t) for c, t in self._types.items()}
         self._job_group = f"dpkit-{id(self):x}"  # this engine's jobs, for interrupt()
+        self._logistic: dict[tuple[tuple[int, ...], tuple[int, ...]], Any] = {}
+        self._row_frames: dict[tuple[int, str], Any] = {}  # a fit's coded rows, persisted
 
     # -- metadata -------------------------------------------------------------
 
@@ -458,6 +480,237 @@ class SparkEngine:
                 code = F.when(equal, F.lit(j)) if code is None else code.when(equal, F.lit(j))
         missing = F.lit(int(coding.missing))
         return missing if code is None else code.otherwise(missing)
+
+    # -- boosting ----------------------------------------------------------------
+
+    def boosting_sums(self, spec: BoostingPass) -> pd.DataFrame:
+        """Columns ``feature``, ``code``, ``g``, ``h``, ``n``: one scan of a boosting pass.
+
+        The rule is :class:`~dpkit.tables.engines.base.BoostingPass`'s, and the
+        DuckDB engine's query, step for step: every per-row term is an integer
+        (codes, the model's values, an arithmetic shift, look-ups in the public
+        logistic table) or, for regression, one IEEE subtraction rounded to an
+        integer, so the LONG sums are exact in any order and equal DuckDB's and
+        NumPy's. The grouping is the shared ``boosting_sql`` (GROUPING SETS,
+        one per feature in ``keys``); only one row per (feature, code) is
+        collected. The plan is built inside :meth:`_run`: any failure is the
+        engine's one generic error.
+        """
+
+        def run() -> list[Any]:
+            terms = self._boost_terms(spec)
+            sql = (
+                f"SELECT {boosting_groups(spec.keys)}, {boosting_aggregates('g', 'h')} "
+                f"FROM {{terms}} {boosting_grouping(spec.keys)}"
+            )
+            return self._df.sparkSession.sql(sql, terms=terms).collect()
+
+        rows = self._run(run, "summing a boosting update")
+        columns = ["feature", "code", "g", "h", "n"]
+        return pd.DataFrame([tuple(r) for r in rows], columns=columns).astype("int64")
+
+    def _boost_terms(self, spec: BoostingPass) -> Any:
+        """Every kept row's codes of the ``keys`` features and its ``g`` and ``h`` (LONG)."""
+        F = self._F
+        one = 1 << GRADIENT_BITS
+        rows = self._boost_rows(spec)
+        codes = [f"c{int(k)}" for k in spec.keys]
+        score = self._boost_score(spec)
+        if spec.loss == "logistic":
+            limit = SCORE_LIMIT << SCORE_BITS
+            shift = MODEL_BITS - SCORE_BITS
+            # shiftright on a LONG is arithmetic: floor(F 2^SCORE_BITS + 1/2), as DuckDB's >>
+            rounded = F.shiftright(score + F.lit(1 << (shift - 1)), shift)
+            u = F.least(F.greatest(rounded, F.lit(-limit)), F.lit(limit)) + F.lit(limit)
+            indexed = rows.select(*codes, "t", u.alias("u"))
+            # a broadcast join with the public (u, p, h) table: two 8193-entry arrays in
+            # every plan cost 0.6-1.3 s per pass to analyse (measured locally), the join ~0.2 s
+            joined = indexed.join(F.broadcast(self._logistic_table(spec)), "u")
+            g = F.col("t") * F.lit(one) - F.col("p")
+            return joined.select(*codes, g.alias("g"), F.col("h").alias("h"))
+        residual = F.col("t") - score.cast("double") * F.lit(2.0**-MODEL_BITS)
+        rows = rows.select(*codes, residual.alias("r"))  # r once: the clip reads it thrice
+        r = F.col("r")
+        if spec.loss == "absolute":
+            g = F.signum(r).cast("long") * F.lit(one)
+        else:
+            clipped = F.when(r < F.lit(-1.0), F.lit(-1.0)).when(r > F.lit(1.0), F.lit(1.0))
+            g = F.floor(clipped.otherwise(r) * F.lit(float(one)) + F.lit(0.5)).cast("long")
+        return rows.select(*codes, g.alias("g"), F.lit(one).cast("long").alias("h"))
+
+    def _boost_rows(self, spec: BoostingPass) -> Any:
+        """The rows a pass uses: the target ``t`` and every feature's code ``c0, c1, ...``.
+
+        A row with no target (an undeclared class, a missing label) is left out;
+        with ``drop_missing``, so is a row with a feature's missing code. A fit's
+        passes (``spec.fit`` not 0) differ only in the model, so their rows are
+        coded once and persisted (memory, then disk; the smallest integer types
+        that hold the codes) until :meth:`boosting_done`: the codes' arithmetic
+        runs once per fit. The persisted rows are the table's, inside Spark.
+        """
+        # everything of the spec but the model (the passes of one fit share it)
+        key = (spec.fit, repr(replace(spec, intercept=0, shapes=(), keys=())))
+        kept = self._row_frames.get(key) if spec.fit else None
+        if kept is not None:
+            return kept
+        rows = self._boost_codes(
+            spec.codings, [(self._boost_target(spec), "t")], spec.drop_missing, spec.where
+        )
+        if not spec.fit:
+            return rows
+        from pyspark import StorageLevel
+
+        F = self._F
+        t = F.col("t").cast("byte" if spec.loss == "logistic" else "double").alias("t")
+        typed = [
+            F.col(f"c{j}").cast(_code_type(c.missing)).alias(f"c{j}")
+            for j, c in enumerate(spec.codings)
+        ]
+        kept = rows.select(t, *typed).persist(StorageLevel.MEMORY_AND_DISK)
+        self._row_frames[key] = kept
+        return kept
+
+    def boosting_done(self, fit: int) -> None:
+        """Unpersist the coded rows of ``fit`` (:meth:`_boost_rows`); other fits keep theirs."""
+        for key in [k for k in self._row_frames if k[0] == fit]:
+            frame = self._row_frames.pop(key)
+            with contextlib.suppress(Exception):  # Spark raises many types; nothing to report
+                frame.unpersist()
+
+    def _boost_target(self, spec: BoostingPass) -> Any:
+        """The row's target: 1/0 for the positive/another declared class (else NULL), or
+        the finite label clipped to ``target_bounds`` and scaled to [0, 1] (else NULL).
+
+        A class no label value can equal (of another kind, out of the type's
+        range) matches nothing, as a category does (``category_value``):
+        Spark is never asked to convert the label column.
+        """
+        from dpkit.tables.values import category_value
+
+        F = self._F
+        label = spec.label
+        if spec.loss == "logistic":
+            kind, type_name = self._kinds[label], self._types[label]
+            target = None
+            for i, value in enumerate(spec.classes):
+                typed = category_value(value, label, kind, type_name)
+                items = [] if typed is None else self._in_list([typed], label)
+                if items:
+                    equal, t = F.col(f"`{label}`") == items[0], F.lit(int(i == spec.positive))
+                    target = F.when(equal, t) if target is None else target.when(equal, t)
+            return F.lit(None).cast("long") if target is None else target.cast("long")
+        assert spec.target_bounds is not None
+        lo, hi = (float(b) for b in spec.target_bounds)
+        y, missing = self._number(label, False)
+        clipped = F.when(y < F.lit(lo), F.lit(lo)).when(y > F.lit(hi), F.lit(hi)).otherwise(y)
+        return F.when(~missing, (clipped - F.lit(lo)) / F.lit(hi - lo))
+
+    def _boost_codes(
+        self,
+        codings: Sequence[GridCoding | Coding],
+        carry: Sequence[tuple[Any, str]],
+        drop_missing: bool,
+        where: Sequence[Condition] = (),
+    ) -> Any:
+        """The kept rows' feature codes ``c0, c1, ...`` and ``carry`` columns ((Column, name)):
+        rows with every carried value present and, with ``drop_missing``, no missing code.
+
+        Categories: :meth:`_code`. Numbers: :class:`GridCoding`'s rule, the grid's
+        arithmetic (``FeatureGrid._numeric_codes``), as DuckDB's ``_boost_codes``:
+        one step per ``select``, so no expression is repeated (nested, the
+        comparisons would copy the guess nine times and overflow Spark's code
+        generation): the value (``x``: a missing one replaced by ``lo``, as the
+        grid does), the guess ``ceil((clip(x) - lo) / step) - 1`` clipped to
+        ``[0, top]``, one exact comparison up and one down with threshold k
+        computed as ``lo + k * step`` (Spark neither folds nor reorders double
+        arithmetic). The rows are kept or left out on the first step's columns:
+        Spark pushes a filter below the steps by copying the expressions it
+        reads into it, so a filter on a final code would copy them all.
+        """
+        F = self._F
+        first = [column.alias(name) for column, name in carry]
+        keep = [F.col(name).isNotNull() for _, name in carry]
+        steps: list[list[Any]] = [[], [], []]
+        carried, grids = [name for _, name in carry], []
+        for j, coding in enumerate(codings):
+            if isinstance(coding, Coding):
+                first.append(self._code(coding).cast("long").alias(f"c{j}"))
+                carried.append(f"c{j}")
+                if drop_missing:
+                    keep.append(F.col(f"c{j}") != F.lit(int(coding.missing)))
+                continue
+            grids.append(j)
+            x, missing = self._number(coding.column, coding.coerce)
+            lo = F.lit(float(coding.lo))
+            first += [missing.alias(f"m{j}"), F.when(missing, lo).otherwise(x).alias(f"x{j}")]
+            if drop_missing:
+                keep.append(~F.col(f"m{j}"))
+            steps[0].append(self._grid_guess(coding, F.col(f"x{j}")).alias(f"g{j}"))
+            steps[1].append(self._grid_up(coding, j).alias(f"g{j}"))
+            steps[2].append(self._grid_down(coding, j).alias(f"c{j}"))
+        source = self._df
+        for cond in where:  # the filter first, as a query's (``_base``)
+            source = source.filter(self._condition(cond))
+        frame = source.select(*first).filter(functools.reduce(operator.and_, keep))
+        kept = carried + [name for j in grids for name in (f"m{j}", f"x{j}")]
+        for stage in steps[:2]:
+            if stage:
+                frame = frame.select(*kept, *stage)
+        if steps[2]:
+            frame = frame.select(*carried, *steps[2])
+        names = [name for _, name in carry] + [f"c{j}" for j in range(len(codings))]
+        return frame.select(*names)
+
+    def _grid_guess(self, coding: GridCoding, x: Any) -> Any:
+        """``ceil((clip(x, lo, hi) - lo) / step) - 1`` clipped to ``[0, top]`` (LONG)."""
+        F = self._F
+        lo, hi, step = F.lit(float(coding.lo)), F.lit(float(coding.hi)), F.lit(float(coding.step))
+        clipped = F.when(x < lo, lo).when(x > hi, hi).otherwise(x)
+        guess = F.ceil((clipped - lo) / step).cast("long") - F.lit(1)
+        return F.least(F.greatest(guess, F.lit(0)), F.lit(len(coding.thresholds))).cast("long")
+
+    def _threshold(self, coding: GridCoding, k: Any) -> Any:
+        """Threshold ``k`` (1-based) as the grid computes it: ``lo + k * step``, two IEEE operations."""
+        F = self._F
+        return F.lit(float(coding.lo)) + k.cast("double") * F.lit(float(coding.step))
+
+    def _grid_up(self, coding: GridCoding, j: int) -> Any:
+        """One step up when ``x`` lies above the threshold after the guess."""
+        F = self._F
+        g, x = F.col(f"g{j}"), F.col(f"x{j}")
+        above = (g < F.lit(len(coding.thresholds))) & (x > self._threshold(coding, g + 1))
+        return F.when(above, g + 1).otherwise(g)
+
+    def _grid_down(self, coding: GridCoding, j: int) -> Any:
+        """One step down when ``x`` lies on or below the guess's threshold; ``missing`` if missing."""
+        F = self._F
+        g, x = F.col(f"g{j}"), F.col(f"x{j}")
+        below = (g > F.lit(0)) & (x <= self._threshold(coding, g))
+        code = F.when(below, g - 1).otherwise(g)
+        return F.when(F.col(f"m{j}"), F.lit(int(coding.missing)).cast("long")).otherwise(code)
+
+    def _boost_score(self, spec: BoostingPass) -> Any:
+        """The row's score (LONG, units of 2^-MODEL_BITS): the intercept plus each shape's
+        value at the row's code (a constant array, written once per pass; ``get`` is 0-based
+        and NULL out of range, never an error)."""
+        F = self._F
+        score = F.lit(int(spec.intercept)).cast("long")
+        for j, shape in enumerate(spec.shapes):
+            values = ", ".join(f"{int(v)}L" for v in shape) or "CAST(NULL AS BIGINT)"
+            array = F.expr(f"array({values})")
+            score = score + F.get(array, F.col(f"c{j}").cast("int"))
+        return score
+
+    def _logistic_table(self, spec: BoostingPass) -> Any:
+        """The public table (u, p, h) of the log loss, u = 0 .. 2 L: one small DataFrame per engine."""
+        key = (spec.probabilities, spec.hessians)
+        table = self._logistic.get(key)
+        if table is None:
+            # an inline table is a local relation: Spark broadcasts it with no job of its own
+            rows = ", ".join(f"({u}L, {int(p)}L, {int(h)}L)" for u, (p, h) in enumerate(zip(*key)))
+            table = self._df.sparkSession.sql(f"SELECT * FROM VALUES {rows} AS logistic(u, p, h)")
+            self._logistic[key] = table
+        return table
 
     # -- plumbing ----------------------------------------------------------------
 

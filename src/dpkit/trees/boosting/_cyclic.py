@@ -115,6 +115,9 @@ class CyclicSpec:
     learning_rate: float
     max_leaf_nodes: int
     l2_regularization: float
+    #: "cyclic": each update sees the model its predecessors in the round moved;
+    #: "round": every update of a round sees the round's starting model (one pass).
+    update: str = "cyclic"
 
 
 @dataclass(frozen=True)
@@ -209,25 +212,27 @@ def release_size(
 
 
 class GradientSource(Protocol):
-    """Where the rows live: the segment sums of (g, h) at a model, and the number of rows.
+    """Where the rows live: per-code sums of (g, h) at a model, and the number of rows.
 
-    ``sums(j, seg, n_seg, intercept, shapes)``: (G, H), each (n_seg, n_outputs), the sums
-    over the rows of each segment ``seg[code_j]`` of the loss's g and h at the model
-    (``intercept`` and ``shapes`` in units of 2^-MODEL_BITS). ``moved(j, intercept, shape)``:
-    the model moved by these deltas (an array source keeps its rows' scores). Every
-    source computes the same numbers (the module docstring's exact arithmetic).
+    ``code_sums(features, intercept, shapes)``: for each feature j of ``features``,
+    (G, H), each (n_bins_j, n_outputs): the sums over the rows with code c of
+    feature j of the loss's g and h at the model (``intercept`` and ``shapes`` in
+    units of 2^-MODEL_BITS); one pass over the rows for all of ``features``.
+    ``moved(j, intercept, shape)``: the model moved by these deltas (an array
+    source keeps its rows' scores). Every source computes the same numbers (the
+    module docstring's exact arithmetic). Never released as they are: the fit
+    adds them up per segment (exact: integers in units of 2^-GRADIENT_BITS) and
+    releases the segment sums with noise.
     """
 
     def rows(self) -> int: ...
 
-    def sums(
+    def code_sums(
         self,
-        feature: int,
-        seg: NDArray[np.int64],
-        n_seg: int,
+        features: list[int],
         intercept: NDArray[np.int64],
         shapes: list[NDArray[np.int64]],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+    ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]: ...
 
     def moved(
         self, feature: int, intercept: NDArray[np.int64], shape: NDArray[np.int64]
@@ -243,32 +248,45 @@ class ArraySource:
         targets: NDArray[np.float64],
         loss: Loss,
         init: NDArray[np.int64],
+        n_bins: NDArray[np.int64],
     ) -> None:
         self.codes, self.targets, self.loss = codes, targets, loss
+        self.n_bins = n_bins
         self.scores = np.tile(np.asarray(init, dtype=np.int64), (codes.shape[0], 1))
 
     def rows(self) -> int:
         return int(self.codes.shape[0])
 
-    def sums(
+    def code_sums(
         self,
-        feature: int,
-        seg: NDArray[np.int64],
-        n_seg: int,
+        features: list[int],
         intercept: NDArray[np.int64],
         shapes: list[NDArray[np.int64]],
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    ) -> list[tuple[NDArray[np.float64], NDArray[np.float64]]]:
         grad, hess = self.loss.gradients(self.targets, self.scores)
-        rows = seg[self.codes[:, feature]]
         k = self.targets.shape[1]
-        g, h = np.zeros((n_seg, k)), np.zeros((n_seg, k))
-        for c in range(k):  # outputs, not rows
-            g[:, c] = np.bincount(rows, grad[:, c], minlength=n_seg)[:n_seg]
-            h[:, c] = np.bincount(rows, hess[:, c], minlength=n_seg)[:n_seg]
-        return g, h
+        out = []
+        for j in features:  # features, not rows
+            rows, n = self.codes[:, j], int(self.n_bins[j])
+            g, h = np.zeros((n, k)), np.zeros((n, k))
+            for c in range(k):  # outputs, not rows
+                g[:, c] = np.bincount(rows, grad[:, c], minlength=n)[:n]
+                h[:, c] = np.bincount(rows, hess[:, c], minlength=n)[:n]
+            out.append((g, h))
+        return out
 
     def moved(self, feature: int, intercept: NDArray[np.int64], shape: NDArray[np.int64]) -> None:
         self.scores += intercept + shape[self.codes[:, feature]]
+
+
+def segment_sums(
+    values: NDArray[np.float64], seg: NDArray[np.int64], n_seg: int
+) -> NDArray[np.float64]:
+    """Per-code sums (codes, outputs) added up per segment: exact for values on the
+    2^-GRADIENT_BITS grid (integers in those units, far below 2^53 of them)."""
+    out = np.zeros((n_seg, values.shape[1]))
+    np.add.at(out, seg, values)
+    return out
 
 
 def fit_cyclic(
@@ -307,11 +325,19 @@ def fit_cyclic(
     intercept = to_units(np.asarray(init, dtype=np.float64).reshape(k))
     width = plan.size // (2 * k)
     step = 0
+    one_pass = spec.update == "round"
     for _ in range(spec.max_iter):  # rounds are sequential by nature
-        for j in rng.permutation(d):
-            seg, n_seg = segments(int(n_bins[j]), int(ordered[j]), spec.max_leaf_nodes, rng)
+        order = [int(j) for j in rng.permutation(d)]
+        cuts = [segments(int(n_bins[j]), int(ordered[j]), spec.max_leaf_nodes, rng) for j in order]
+        pending = dict(zip(order, source.code_sums(order, intercept, shapes))) if one_pass else {}
+        # "round": every feature's release is at the round's starting model, so the d
+        # intercept moves share one step: each feature's common move, over d.
+        share = 1.0 / d if one_pass else 1.0
+        for j, (seg, n_seg) in zip(order, cuts):
+            code_g, code_h = pending[j] if one_pass else source.code_sums([j], intercept, shapes)[0]
             sums = np.zeros((2, width, k))
-            sums[0, :n_seg], sums[1, :n_seg] = source.sums(int(j), seg, n_seg, intercept, shapes)
+            sums[0, :n_seg] = segment_sums(code_g, seg, n_seg)
+            sums[1, :n_seg] = segment_sums(code_h, seg, n_seg)
             noisy = release(plan, sums, noise[step])
             step += 1
             g, h = noisy[0, :n_seg], noisy[1, :n_seg]
@@ -322,14 +348,16 @@ def fit_cyclic(
             common = g.sum(axis=0) / (h.sum(axis=0) + spec.l2_regularization)
             update = (g - common * h) / (h + spec.l2_regularization)
             moved_intercept = np.clip(
-                intercept + to_units(spec.learning_rate * common), -_LIMIT_UNITS, _LIMIT_UNITS
+                intercept + to_units(spec.learning_rate * share * common),
+                -_LIMIT_UNITS,
+                _LIMIT_UNITS,
             )
             moved_shape = np.clip(
                 shapes[j] + to_units(spec.learning_rate * update)[seg], -_LIMIT_UNITS, _LIMIT_UNITS
             )
             delta_intercept, delta_shape = moved_intercept - intercept, moved_shape - shapes[j]
             intercept, shapes[j] = moved_intercept, moved_shape
-            source.moved(int(j), delta_intercept, delta_shape)
+            source.moved(j, delta_intercept, delta_shape)
             step_std = spec.learning_rate * plan.std / (h + spec.l2_regularization)
             variances[j] += np.square(step_std)[seg]
         if advance is not None:

@@ -52,6 +52,10 @@ SMALL_TABLE_ROWS = 2000.0
 SMALL_TABLE_SHAPE = (20, 4)
 
 
+#: update=: "cyclic" (DP-EBM's order) or "round" (every feature against the round's model).
+UPDATES = ("cyclic", "round")
+
+
 def auto_learning_rate(epsilon: float) -> float:
     """learning_rate="auto": 0.05 sqrt(epsilon), kept in [0.02, 0.1] (a public rule).
 
@@ -117,6 +121,7 @@ class BoostingMixin:
     learning_rate: Any
     max_leaf_nodes: Any
     l2_regularization: Any
+    update: Any
     n_cuts: Any
     accountant: Any
     random_state: Any
@@ -223,6 +228,11 @@ class BoostingMixin:
         return 1.0, "contribution to the score"
 
     def _check_boosting_params(self) -> None:
+        if self.update not in UPDATES:
+            raise InvalidParameterError(
+                f"update must be one of {list(UPDATES)}: 'cyclic' (each update sees the "
+                "model its predecessors moved) or 'round' (one pass over the rows per round)."
+            )
         check_epsilon(self.epsilon)
         check_n_cuts(self.n_cuts)
         check_delta(self.delta)
@@ -310,7 +320,7 @@ class BoostingMixin:
             if _is_auto(self.l2_regularization)
             else float(self.l2_regularization)
         )
-        spec = CyclicSpec(rounds, rate, leaves, max(lam, 1e-12))
+        spec = CyclicSpec(rounds, rate, leaves, max(lam, 1e-12), str(self.update))
         return BoostingPlan(spec, noise, cost, ordered, loss)
 
     def _count_plan(self, share: Fraction) -> NoisePlan:
@@ -412,6 +422,10 @@ class BoostingMixin:
             fitted, plan, count_plan = fit_paid(payer, cost, label, run, event=event)
         except BudgetExceededError as refused:
             raise _with_delta_hint(refused, cost, type(self).__name__) from None
+        finally:
+            close = getattr(source, "close", None)  # an engine source's kept rows
+            if close is not None:
+                close()
         intercept, shapes, shape_std = fitted
         self.shape_noise_std_ = shape_std
         self.l2_regularization_ = plan.spec.l2_regularization

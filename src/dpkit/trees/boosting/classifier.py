@@ -19,8 +19,10 @@ from dpkit.trees.boosting._cyclic import (
 )
 from dpkit.trees.boosting._engine_fit import (
     EngineSource,
+    check_values,
     declared_domain,
     is_session,
+    refuse_array_filter,
     session_table,
 )
 from dpkit.trees.boosting._estimator import BoostingMixin, placed_codes
@@ -42,9 +44,13 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     which score a table inside DuckDB (or Spark SQL) with the same values.
 
     The model is additive, F(x) = sum_j f_j(x_j) (one shape function per
-    feature, one score per class for more than two classes), fitted by cyclic
+    feature, one score per class for more than two classes), fitted by
     Newton boosting as in DP-EBM (Nori et al., ICML 2021): ``max_iter`` rounds,
-    each visiting every feature once; a visit cuts the feature's public bins
+    each visiting every feature once (``update="round"``, the default: every
+    visit of a round reads the gradients at the round's starting model, so a
+    fit through an engine makes one pass per round; ``"cyclic"``: each visit
+    reads the model its predecessors moved, DP-EBM's order, one pass per
+    visit; measured alike in docs/trees-boosting.md); a visit cuts the feature's public bins
     into at most ``max_leaf_nodes`` segments at random (data-independent),
     releases the per-segment sums of the log-loss gradient and Hessian with
     noise, and moves each segment by ``learning_rate`` x a damped Newton step.
@@ -100,6 +106,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         learning_rate: float | str = "auto",
         max_leaf_nodes: int | str = "auto",
         l2_regularization: float | str = "auto",
+        update: str = "round",
         n_cuts: int = 63,
         bounds: Any = None,
         domains: dict[str, Any] | None = None,
@@ -122,18 +129,26 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         self._check_boosting_params()
 
     def fit(
-        self, X: Any, y: Any, *, features: Sequence[str] | None = None
+        self,
+        X: Any,
+        y: Any,
+        *,
+        features: Sequence[str] | None = None,
+        where: Any = None,
     ) -> DPGradientBoostingClassifier:
         """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring).
 
         ``fit(session, y="label", features=[...])``: the same fit on a
         :class:`dpkit.Session`'s table, every update one aggregation inside its
-        engine (DuckDB), paid by the session's accountant; the rows never leave
-        the engine (``trees.boosting._engine_fit``). Two classes, ``missing="separate"``,
+        engine (DuckDB or Spark), paid by the session's accountant; the rows never leave
+        the engine (``trees.boosting._engine_fit``). ``where``: a filter of the
+        table's rows, as a query's ``where=`` (columns and literals checked against
+        the schema before the charge); the fit uses the rows it keeps. Two classes, ``missing="separate"``,
         no privacy unit; features' codes from the schema's declared domains or bounds.
         """
         if is_session(X):
-            return self._fit_session(X, y, features)
+            return self._fit_session(X, y, features, where)
+        refuse_array_filter(where)
         self._check_common_params()  # every public check before the data is looked at
         codes, labels, n_bins, categorical = self._prepare_fit(X, y)
         ordered = np.where(categorical, 0, self.grid_.n_bins).astype(np.int64)
@@ -145,7 +160,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         init = np.zeros(loss.n_outputs)
         self.intercept_, self.shapes_ = self._fit_boosted(
             loss,
-            ArraySource(codes, targets, loss, to_units(init)),
+            ArraySource(codes, targets, loss, to_units(init), n_bins),
             n_bins,
             ordered,
             init,
@@ -153,7 +168,9 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         )
         return self
 
-    def _fit_session(self, session: Any, y: Any, features: Any) -> DPGradientBoostingClassifier:
+    def _fit_session(
+        self, session: Any, y: Any, features: Any, where: Any
+    ) -> DPGradientBoostingClassifier:
         """The session fit: public checks, then the paid loop over engine passes."""
         self._check_common_params()
         if self.missing != "separate":
@@ -161,7 +178,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
                 "fit(session, ...) supports missing='separate' only (missing='error' would make "
                 "the fit fail on one row's value after the charge)."
             )
-        table = session_table(self, session, y, features)
+        table = session_table(self, session, y, features, where)
         declared = (
             self.classes if self.classes is not None else declared_domain(session, table.label)
         )
@@ -170,6 +187,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
             raise InvalidParameterError(
                 "fit(session, ...) fits two classes for now; fit several classes on arrays."
             )
+        check_values(session, table.label, classes.tolist(), "class")
         grid = table.grid
         self.grid_ = grid
         self.classes_ = classes

@@ -16,6 +16,7 @@ from dpkit.trees.boosting._engine_fit import (
     EngineSource,
     declared_bounds,
     is_session,
+    refuse_array_filter,
     session_table,
 )
 from dpkit.trees.boosting._estimator import BoostingMixin, placed_codes
@@ -44,7 +45,7 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
 
     The target is clipped to the public ``target_bounds`` and scaled to [0, 1];
     the model F(x) = b + sum_j f_j(x_j) starts at 0.5 (the middle of the
-    bounds) and is fitted by the same cyclic boosting as
+    bounds) and is fitted by the same boosting (``update``) as
     :class:`DPGradientBoostingClassifier`. ``loss="absolute_error"`` (default):
     a visit to feature j releases, per random segment of its public bins, the
     sum of the residuals' signs and the number of rows, and moves the segment
@@ -80,6 +81,7 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         learning_rate: float | str = "auto",
         max_leaf_nodes: int = 2,
         l2_regularization: float | str = "auto",
+        update: str = "round",
         n_cuts: int = 31,
         bounds: Any = None,
         domains: dict[str, Any] | None = None,
@@ -96,18 +98,26 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {"loss": [LOSSES.constraint()]}
 
     def fit(
-        self, X: Any, y: ArrayLike | str, *, features: Sequence[str] | None = None
+        self,
+        X: Any,
+        y: ArrayLike | str,
+        *,
+        features: Sequence[str] | None = None,
+        where: Any = None,
     ) -> DPGradientBoostingRegressor:
         """Boost the additive model on (X, y); (epsilon, delta)-DP (see the class docstring).
 
         ``fit(session, y="target", features=[...])``: the same fit on a
         :class:`dpkit.Session`'s table, every update one aggregation inside its
-        engine (DuckDB), paid by the session's accountant; the rows never leave
-        the engine (``trees.boosting._engine_fit``). Rows with a missing feature
+        engine (DuckDB or Spark), paid by the session's accountant; the rows never leave
+        the engine (``trees.boosting._engine_fit``). ``where``: a filter of the
+        table's rows, as a query's ``where=`` (columns and literals checked against
+        the schema before the charge); the fit uses the rows it keeps. Rows with a missing feature
         or target are left out, as in the array fit; no privacy unit.
         """
         if is_session(X):
-            return self._fit_session(X, y, features)
+            return self._fit_session(X, y, features, where)
+        refuse_array_filter(where)
         self._check_boosting_params()
         loss = LOSSES.lookup(self.loss)
         lo, hi = check_target_bounds(self.target_bounds)
@@ -121,7 +131,7 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         init = np.array([0.5])
         self.intercept_, self.shapes_ = self._fit_boosted(
             loss,
-            ArraySource(codes, y_unit[:, None], loss, to_units(init)),
+            ArraySource(codes, y_unit[:, None], loss, to_units(init), n_bins),
             n_bins,
             ordered,
             init,
@@ -129,11 +139,13 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
         )
         return self
 
-    def _fit_session(self, session: Any, y: Any, features: Any) -> DPGradientBoostingRegressor:
+    def _fit_session(
+        self, session: Any, y: Any, features: Any, where: Any
+    ) -> DPGradientBoostingRegressor:
         """The session fit: public checks, then the paid loop over engine passes."""
         self._check_boosting_params()
         loss = LOSSES.lookup(self.loss)
-        table = session_table(self, session, y, features)
+        table = session_table(self, session, y, features, where)
         if session.column_kinds.get(table.label) != "numeric":
             raise InvalidParameterError(
                 f"the target column {table.label!r} must be numeric for a regressor."
