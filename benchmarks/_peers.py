@@ -330,7 +330,7 @@ def _people_opendp(spec: dict[str, Any]) -> dict[str, Any]:
 
         return release
 
-    out = _people_loop.run({name: releaser(name) for name in queries}, reps)
+    out = _people_loop.run({name: releaser(name) for name in queries}, reps, spec.get("queries"))
     out["stated"] = {}
     for name, summary in stated.items():
         sds = {
@@ -437,7 +437,7 @@ def _people_tumult(spec: dict[str, Any]) -> dict[str, Any]:
             )
         return release
 
-    out = _people_loop.run({name: releaser(name) for name in queries}, reps)
+    out = _people_loop.run({name: releaser(name) for name in queries}, reps, spec.get("queries"))
     spark.stop()
     out["stated"] = stated
     base = "pure ε = 1 (PureDPBudget), add/remove one row (AddOneRow)"

@@ -74,7 +74,7 @@ def _people_pydp(spec: dict[str, Any]) -> dict[str, Any]:
         "count_by_region": lambda: [count(v) for v in ones_by_region],
         "mean_income": lambda: mean(income),
     }
-    out = _people_loop.run(releasers, spec["reps"])
+    out = _people_loop.run(releasers, spec["reps"], spec.get("queries"))
     base = "pure ε = 1 (Laplace), add/remove one row (l0 = linf = 1)"
     out["notes"] = {name: base for name in releasers}
     out["notes"]["median_age"] = base + "; laplacian.Median: noisy binary search (no stated noise)"
@@ -165,7 +165,7 @@ def _people_pipelinedp(spec: dict[str, Any]) -> dict[str, Any]:
         "count_by_region": releaser("count_by_region", M.COUNT, None, True),
         "mean_income": releaser("mean_income", M.MEAN, 2, False),
     }
-    out = _people_loop.run(releasers, spec["reps"])
+    out = _people_loop.run(releasers, spec["reps"], spec.get("queries"))
     out["stated"] = stated
     base = "pure ε = 1, δ = 0 (NaiveBudgetAccountant, Laplace), add/remove one row (l0 = linf = 1)"
     out["notes"] = {name: base for name in releasers}
@@ -251,7 +251,9 @@ def _people_smartnoise(spec: dict[str, Any]) -> dict[str, Any]:
 
         return release
 
-    out = _people_loop.run({name: releaser(name) for name in sqls}, spec["reps"])
+    out = _people_loop.run(
+        {name: releaser(name) for name in sqls}, spec["reps"], spec.get("queries")
+    )
     base = "pure ε = 1 by SmartNoise's get_privacy_cost (δ = 0), add/remove one row (row_privacy)"
     out["notes"] = {name: base for name in sqls}
     for name in ("mean_income_by_region", "mean_income"):

@@ -115,7 +115,7 @@ def _geometric_sd(scale: float) -> float:
     return math.sqrt(2 * a) / (1 - a)
 
 
-def run_dpkit(paths: dict[str, str], reps: int) -> dict[str, Any]:
+def run_dpkit(paths: dict[str, str], reps: int, only: list[str] | None = None) -> dict[str, Any]:
     """dpkit on DuckDB: the seven releasers, their stated noise, and the guarantee notes."""
     from importlib.metadata import version
 
@@ -155,7 +155,7 @@ def run_dpkit(paths: dict[str, str], reps: int) -> dict[str, Any]:
         "count_by_region": lambda: kept("count_by_region", rows.count(epsilon=1.0, **by)),
         "mean_income": lambda: kept("mean_income", rows.mean("income", epsilon=1.0, bounds=INCOME)),
     }
-    out = _people_loop.run(releasers, reps)
+    out = _people_loop.run(releasers, reps, only)
     out["stated"] = {q: _dpkit_stated(last[q]) for q in last}
     out["stated"] = {q: s for q, s in out["stated"].items() if s is not None}
     out["notes"] = {
@@ -163,6 +163,11 @@ def run_dpkit(paths: dict[str, str], reps: int) -> dict[str, Any]:
         + ("person" if q == "count_bounded" else "row")
         + (f" (privacy_unit=pid, max_contributions={K}: dpkit's own bounding)" if q == "count_bounded" else "")
         + ("; median: permute-and-flip over dpkit's default grid" if q == "median_age" else "")
+        + (
+            "; mean: two-sided sums Σ(x - lo), Σ(hi - x), one Laplace of all of ε"
+            if q.startswith("mean")
+            else ""
+        )
         for q in QUERIES
     }  # fmt: skip
     out["versions"] = {"duckdb": version("duckdb")}
@@ -172,6 +177,8 @@ def run_dpkit(paths: dict[str, str], reps: int) -> dict[str, Any]:
 def _dpkit_stated(release: Any) -> dict[str, Any] | None:
     """The noise a dpkit release states in its ``details`` (None where it states none)."""
     d = release.details
+    if d.get("estimator") == "two-sided sums":  # mean: Laplace on Σ(x - lo) and Σ(hi - x)
+        return {"pair_sd": math.sqrt(2) * d["scale"], "bounds": list(d["bounds"])}
     if "epsilon_split" in d:  # mean: Laplace on the sum centred at the middle, geometric count
         lo, hi = d["bounds"]
         k = d.get("sensitivity_factor", 1)
@@ -191,7 +198,14 @@ def _dpkit_stated(release: Any) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- peers
 
 
-def run_peer(lib: str, paths: dict[str, str], reps: int, venvs: Path, tmp: Path) -> dict[str, Any]:
+def run_peer(
+    lib: str,
+    paths: dict[str, str],
+    reps: int,
+    venvs: Path,
+    tmp: Path,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
     """One peer in its environment under ``venvs`` (a subprocess given a JSON spec), or ``not_run``."""
     module, venv = RUNNERS[lib]
     python = venvs / venv / "bin" / "python"
@@ -207,6 +221,7 @@ def run_peer(lib: str, paths: dict[str, str], reps: int, venvs: Path, tmp: Path)
         "k": K,
         "regions": REGIONS,
         "opendp_grid": OPENDP_GRID,
+        "queries": only,
     }
     spec_path = tmp / f"{lib}.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
@@ -244,11 +259,18 @@ def predicted_rmse(stated: dict[str, Any], truth: Any, n: Any) -> float:
     """The RMSE a library's stated noise predicts: its sd, or noisy sum / noisy count by the delta method.
 
     For a mean, ``n`` is the rows averaged (per group) and the shift is the truth
-    minus the centre the library subtracts before summing (0 if it does not centre).
+    minus the centre the library subtracts before summing (0 if it does not centre);
+    dpkit's two-sided sums (``pair_sd`` each) weigh their two noises by the mean's
+    place in the bounds.
     """
     if "sd" in stated:
         return float(stated["sd"])
     truth, n = np.asarray(truth, dtype=float), np.asarray(n, dtype=float)
+    if "pair_sd" in stated:  # mean error (Z_A (1 - f) - Z_B f) / n, f = (mean - lo) / (hi - lo)
+        lo, hi = stated["bounds"]
+        f = (truth - lo) / (hi - lo)
+        var = stated["pair_sd"] ** 2 * ((1 - f) ** 2 + f**2) / n**2
+        return float(np.sqrt(var.mean()))
     shift = truth - (sum(INCOME) / 2 if stated["centred"] else 0.0)
     var = (stated["sum_sd"] ** 2 + (shift * stated["count_sd"]) ** 2) / n**2
     return float(np.sqrt(var.mean()))
@@ -277,8 +299,22 @@ def summarise(lib_out: dict[str, Any], truth: dict[str, Any], n: dict[str, Any])
     return rows
 
 
-def run(rows: int, reps: int, libs: list[str], venvs: Path, folder: Path | None) -> dict[str, Any]:
-    """The whole section: generate, write, run every library, summarise."""
+def run(
+    rows: int,
+    reps: int,
+    libs: list[str],
+    venvs: Path,
+    folder: Path | None,
+    dpkit_reps: int | None = None,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
+    """The whole section: generate, write, run every library, summarise.
+
+    ``dpkit_reps`` (default ``reps``): dpkit's releases per query. dpkit is cheap to
+    repeat, and more releases pin its RMSE and its CI coverage; ``reps`` stays the
+    least any library makes (the report says how many each made). ``only``: run
+    these queries alone (a rerun with more releases, merged by :func:`merge`).
+    """
     import tempfile
 
     data = generate(rows)
@@ -292,9 +328,9 @@ def run(rows: int, reps: int, libs: list[str], venvs: Path, folder: Path | None)
         for lib in libs:
             print(f"      {LABELS[lib]} ...", file=sys.stderr)
             out = (
-                run_dpkit(paths, reps)
+                run_dpkit(paths, max(reps, dpkit_reps or reps), only)
                 if lib == "dpkit"
-                else run_peer(lib, paths, reps, venvs, Path(tmp))
+                else run_peer(lib, paths, reps, venvs, Path(tmp), only)
             )
             entry = {k: out[k] for k in ("not_run", "notes", "cannot", "versions") if k in out}
             if "values" in out:
@@ -303,7 +339,36 @@ def run(rows: int, reps: int, libs: list[str], venvs: Path, folder: Path | None)
     return result
 
 
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several runs on the same table (per library and query, later runs win).
+
+    Runs are on the same table only if they generated the same rows: the row count
+    and every truth must match, else a ValueError says which differs.
+    """
+    first = results[0]
+    for other in results[1:]:
+        for key in ("rows", "truth"):
+            if other[key] != first[key]:
+                raise ValueError(f"cannot merge runs whose {key!r} differ (different tables)")
+    out = {**first, "libraries": {}, "reps": min(r["reps"] for r in results)}
+    for result in results:  # per library and query: a rerun of some queries replaces those
+        for lib, entry in result["libraries"].items():
+            merged = out["libraries"].setdefault(lib, {})
+            for key, value in entry.items():
+                if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                    merged[key] = {**merged[key], **value}
+                else:
+                    merged[key] = value
+    return out
+
+
 # --------------------------------------------------------------------------- report
+
+
+def _releases(table: dict[str, dict[str, Any]], libs: list[str]) -> str:
+    """ "dpkit 400, OpenDP 50, ...": each library's fewest releases of a query."""
+    counts = {lib: min((r["releases"] for r in table[lib].values()), default=0) for lib in libs}
+    return ", ".join(f"{LABELS[lib]} {n}" for lib, n in counts.items())
 
 
 def _cell(row: dict[str, Any] | None, fmt: str) -> str:
@@ -325,9 +390,11 @@ def report(result: dict[str, Any], smoke: bool) -> str:
             "",
         ]
     lines += [
-        f"`benchmarks/queries.py --people`: {result['rows']:,} rows, {result['reps']} releases per "
-        "library and query at ε = 1, add/remove one row except the bounded count (privacy unit "
-        "= person). Blank: the library cannot make that release (reason in the notes).",
+        f"`benchmarks/queries.py --people`: {result['rows']:,} rows, at least {result['reps']} "
+        f"releases per library and query ({_releases(table, ran)}) at ε = 1, add/remove one "
+        "row except the bounded count (privacy unit = person). Blank: the library cannot make "
+        "that release (reason in the notes). Standard errors are the RMSE's, by the delta "
+        "method over the releases.",
     ]
 
     def ratio(lib: str, query: str) -> str:

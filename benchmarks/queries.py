@@ -378,8 +378,13 @@ def _sum_noise_sd(release: Any) -> tuple[float, float]:
     details = release.details
     if "noise" in details:  # Gaussian steps state their σ
         return details["noise"]["sum"]["sigma"], details["noise"]["count"]["sigma"]
-    # Laplace of scale radius / ε on the sum centred at the middle of the bounds
     radius = (BOUNDS[1] - BOUNDS[0]) / 2
+    if details.get("estimator") == "two-sided sums":
+        # Laplace of scale b on A = Σ(x - lo) and on B = Σ(hi - x): the centred sum
+        # (A - B)/2 and the count (A + B)/(2 r) carry uncorrelated noise of these sds
+        pair_sd = math.sqrt(2) * details["scale"]
+        return pair_sd / math.sqrt(2), pair_sd / (math.sqrt(2) * radius)
+    # Laplace of scale radius / ε on the sum centred at the middle of the bounds
     split = details["epsilon_split"]
     return math.sqrt(2) * radius / split["sum"], math.sqrt(2) / split["count"]
 
@@ -748,6 +753,24 @@ def main(argv: list[str] | None = None) -> None:
         "--people-reps", type=int, default=50, help="releases per library and query"
     )
     parser.add_argument(
+        "--people-dpkit-reps",
+        type=int,
+        default=None,
+        help="dpkit's releases per query (default --people-reps): more pin its RMSE and CI coverage",
+    )
+    parser.add_argument(
+        "--people-queries",
+        default=None,
+        help="comma-separated: run only these of the seven queries (merge with --people-merge)",
+    )
+    parser.add_argument(
+        "--people-merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="write one report from the JSON of several --people runs (same rows), run nothing",
+    )
+    parser.add_argument(
         "--people-libs",
         default="dpkit,opendp,tumult,smartnoise,pipelinedp,pydp",
         help="comma-separated: dpkit, opendp, tumult, smartnoise, pipelinedp, pydp",
@@ -783,15 +806,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.skip_peers:
         pythons = {lib: Path("/nonexistent") for lib in pythons}
     answered = {"opendp": args.opendp_queries, "tumult": args.tumult_queries}
-    if args.people:
+    if args.people or args.people_merge:
         import _people
 
-        libs = args.people_libs.split(",")
-        print(f"[6] people: {args.people_rows:,} rows, {libs} ...", file=sys.stderr)
-        data = _people.run(
-            args.people_rows, args.people_reps, libs, args.people_venvs, args.people_dir
-        )
-        smoke = args.people_rows < 1_000_000 or args.people_reps < 50
+        if args.people_merge:
+            data = _people.merge([json.loads(p.read_text("utf-8")) for p in args.people_merge])
+        else:
+            libs = args.people_libs.split(",")
+            print(f"[6] people: {args.people_rows:,} rows, {libs} ...", file=sys.stderr)
+            data = _people.run(
+                args.people_rows,
+                args.people_reps,
+                libs,
+                args.people_venvs,
+                args.people_dir,
+                args.people_dpkit_reps,
+                args.people_queries.split(",") if args.people_queries else None,
+            )
+        smoke = data["rows"] < 1_000_000 or data["reps"] < 50
         text = _people.report(data, smoke)
         args.people_out.parent.mkdir(parents=True, exist_ok=True)
         args.people_out.with_suffix(".json").write_text(

@@ -112,3 +112,36 @@ def test_loop_interleaves_and_skips_the_warm_up(people: Any) -> None:
     assert out["values"] == {"a": [1.0] * 3, "b": [[1.0, 2.0]] * 3}
     assert out["cis"] == {"a": [(0.0, 2.0)] * 3}
     assert set(out["time_s"]) == {"a", "b"}
+
+
+def test_predicted_rmse_of_two_sided_sums(people: Any) -> None:
+    lo, hi = people.INCOME
+    paired = {"pair_sd": 10.0, "bounds": [lo, hi]}
+    # at the middle f = 1/2: sd·sqrt(1/4 + 1/4)/n; at a bound, sd/n
+    assert people.predicted_rmse(paired, (lo + hi) / 2, 5) == pytest.approx(10 * math.sqrt(0.5) / 5)
+    assert people.predicted_rmse(paired, lo, 5) == pytest.approx(2.0)
+
+
+def test_merge_takes_each_runs_libraries_and_refuses_other_tables(people: Any) -> None:
+    a = {"rows": 10, "reps": 400, "truth": {"count": 10.0}, "libraries": {"dpkit": {"x": 1}}}
+    b = {"rows": 10, "reps": 50, "truth": {"count": 10.0}, "libraries": {"pydp": {"x": 2}}}
+    merged = people.merge([a, b])
+    assert merged["libraries"] == {"dpkit": {"x": 1}, "pydp": {"x": 2}}
+    assert merged["reps"] == 50 and merged["rows"] == 10
+    rerun = {**b, "libraries": {"pydp": {"queries": {"count": 3}}}}
+    first = {**b, "libraries": {"pydp": {"queries": {"count": 1, "sum_income": 2}}}}
+    assert people.merge([first, rerun])["libraries"]["pydp"]["queries"] == {
+        "count": 3,
+        "sum_income": 2,
+    }
+    with pytest.raises(ValueError, match="truth"):
+        people.merge([a, {**b, "truth": {"count": 11.0}}])
+
+
+def test_loop_runs_only_the_queries_asked_for(people: Any) -> None:
+    import _people_loop
+
+    log: list[str] = []
+    releasers = {q: (lambda q=q: log.append(q) or 1.0) for q in ("a", "b", "c")}
+    out = _people_loop.run(releasers, reps=2, only=["c", "a"])
+    assert log == ["a", "c"] * 2 and set(out["values"]) == {"a", "c"}

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ __all__ = [
     "cli_payer",
     "default_ledger",
     "ledger_directory",
+    "ledger_options_accountant",
     "open_cli_accountant",
     "require_public_data",
     "warn_weak_budget",
@@ -258,3 +260,16 @@ def require_public_data(public_data: bool, verb: str) -> None:
             "differentially private whatever the budget: run it only on public data (such as "
             "the benchmark files it was written for) and say so with --public-data."
         )
+
+
+def ledger_options_accountant(table: Path, options: Mapping[str, Any]) -> Accountant:
+    """:func:`open_cli_accountant` from a command's ledger options (``ledger``, ``budget``,
+    ``budget_delta``, ``new_ledger``, ``composition``; absent ones are None / False)."""
+    return open_cli_accountant(
+        table,
+        options.get("ledger"),
+        options.get("budget"),
+        options.get("budget_delta"),
+        bool(options.get("new_ledger", False)),
+        options.get("composition"),
+    )

@@ -107,12 +107,18 @@ def test_count_records_the_geometric_noise_the_release_drew() -> None:
     assert event.budget() == Budget(Fraction(1, 2))
 
 
-def test_mean_records_a_count_and_a_sum_and_private_keys_their_selection() -> None:
+def test_mean_records_its_two_sided_sums_and_private_keys_their_selection() -> None:
     session = _session()
-    session.mean("x", epsilon=1.0, bounds=(0, 100))
+    release = session.mean("x", epsilon=1.0, bounds=(0, 100))
+    (part,) = _leaves(session.accountant.history[-1].event)  # type: ignore[arg-type]
+    assert isinstance(part, GeometricEvent)  # one Laplace over (A, B): all of ε
+    assert part.budget() == Budget(1)
+    assert part.sensitivity / part.scale == 1.0  # type: ignore[attr-defined]
+    assert release.mechanism == "laplace"
+    session.mean("x", epsilon=1.0, bounds=(0, 100), group_by="g", keys="private", delta=1e-6)
     parts = _leaves(session.accountant.history[-1].event)  # type: ignore[arg-type]
-    assert [type(p) for p in parts] == [GeometricEvent, GeometricEvent]
-    assert parts[0].sensitivity == 1  # type: ignore[attr-defined]
+    assert isinstance(parts[0], EpsilonDeltaEvent)  # the selecting count, then the old split
+    assert isinstance(parts[1], GeometricEvent)
     session.sum("x", epsilon=1.0, bounds=(0, 100), group_by="g", keys="private", delta=1e-6)
     parts = _leaves(session.accountant.history[-1].event)  # type: ignore[arg-type]
     assert isinstance(parts[0], EpsilonDeltaEvent) and parts[0].delta == exact(1e-6)

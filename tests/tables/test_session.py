@@ -106,9 +106,9 @@ def test_scalar_answers_are_releases_with_cost_ci_and_remaining(session: Session
     assert r.ci[0] <= r.value <= r.ci[1]
     assert r.remaining == session.remaining
     assert before.epsilon_exact - session.remaining.epsilon_exact == Budget(0.5).epsilon_exact
-    assert r.details["epsilon_split"]["sum"] + r.details["epsilon_split"]["count"] == pytest.approx(
-        0.5
-    )
+    # all of ε on the two-sided sums (issue 33: no split between a sum and a count)
+    assert r.details["epsilon_split"] == {"sums": 0.5}
+    assert r.details["estimator"] == "two-sided sums"
 
 
 def test_group_by_public_keys_costs_the_max_and_answers_absent_keys(session: Session) -> None:

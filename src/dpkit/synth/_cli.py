@@ -33,6 +33,7 @@ import typer
 from dpkit._cli_budget import (
     check_accountant,
     default_ledger,
+    ledger_options_accountant,
     open_cli_accountant,
     planned_payer,
 )
@@ -197,14 +198,7 @@ def _synth(
     if cost:
         typer.echo(json.dumps({"label": label, **_budget(charge)}))
         return 0
-    accountant = open_cli_accountant(
-        path,
-        ledger.get("ledger"),
-        ledger.get("budget"),
-        ledger.get("budget_delta"),
-        bool(ledger.get("new_ledger", False)),
-        ledger.get("composition"),
-    )
+    accountant = ledger_options_accountant(path, ledger)
     try:
         session = _open(path, options, accountant)
         typer.echo(

@@ -29,7 +29,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from dpkit._cli_budget import check_accountant, open_cli_accountant, planned_payer
+from dpkit._cli_budget import check_accountant, ledger_options_accountant, planned_payer
 from dpkit._cli_options import cli_words
 from dpkit._cli_query import QueryOptions
 from dpkit.accounting import Accountant, Budget
@@ -164,14 +164,7 @@ def _run(
         planned = probe.prepare(spec)
     if cost:
         return planned
-    accountant = open_cli_accountant(
-        path,
-        ledger.get("ledger"),
-        ledger.get("budget"),
-        ledger.get("budget_delta"),
-        bool(ledger.get("new_ledger", False)),
-        ledger.get("composition"),
-    )
+    accountant = ledger_options_accountant(path, ledger)
     return open_session(path, accountant=accountant, **options).answer(spec)
 
 

@@ -39,6 +39,11 @@ __all__ = [
     "mean_interval",
     "mean_split",
     "optimal_split",
+    "paired_mean_estimate",
+    "paired_mean_interval",
+    "paired_radius",
+    "paired_sensitivity",
+    "paired_sums",
     "partition_release_probability",
     "partition_threshold",
     "private_bounds",
@@ -245,6 +250,108 @@ def mean_interval(
     upper = np.where(informative, np.clip(upper, -r, r), r)
     lower = np.where(informative, np.clip(lower, -r, r), -r)
     return mid + lower, mid + upper
+
+
+def paired_radius(radius: float) -> tuple[float, float]:
+    """``(r_g, g)``: a mean's radius rounded up to its sum grid ``g`` (:func:`sum_grid`).
+
+    An engine sums ``t = round((clip(x) - mid) / g)·g`` with ``|clip(x) - mid| <= radius``
+    as computed, so ``-r_g <= t <= r_g`` for ``r_g = ceil(radius / g)·g`` (any
+    rounding lies between floor and ceiling): the two terms ``r_g + t`` and
+    ``r_g - t`` of :func:`paired_sensitivity` are never negative.
+    """
+    g = sum_grid(radius)
+    return math.ceil(radius / g) * g, g
+
+
+def paired_sensitivity(radius: float, k: int, changed: int) -> float:
+    """ℓ1 sensitivity of the vector of a mean's two-sided sums, per group ``(A, B)``.
+
+    ``A = Σ (r_g + t)`` and ``B = Σ (r_g - t)`` over a group's rows
+    (:func:`paired_radius`). One row adds ``(r_g + t, r_g - t)``: two
+    non-negative terms whose ℓ1 norm is exactly ``2 r_g``; a person's ``k``
+    rows move the whole vector by at most ``2 k r_g``. The computed values are
+    exact multiples of ``g`` (integers in ``g`` units, from the engine's exact
+    sums) converted to doubles, which rounds each by at most half an ulp of the
+    largest value below ``2**33`` rows (:data:`MAX_ROWS_PER_GROUP` and the
+    exactness premise of :func:`sum_grid`); between neighbours that moves each
+    of the ``2·changed`` changed coordinates by at most one ulp more, which is
+    added.
+    """
+    r_g, _ = paired_radius(radius)
+    largest = 2.0**33 * 2 * r_g
+    return 2 * k * r_g + 2 * changed * math.ulp(largest)
+
+
+def paired_sums(
+    centred_sum: ArrayLike, count: ArrayLike, radius: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(A, B) = (S + n r_g, n r_g - S)`` from an engine's exact centred sum ``S`` and count ``n``.
+
+    ``S`` is a whole number of grid steps ``g`` and ``r_g`` is too, so both
+    are computed as integers in ``g`` units (int64: below ``2**33 · 2**22``)
+    and converted to doubles once, correctly rounded.
+    """
+    r_g, g = paired_radius(radius)
+    units = np.rint(np.asarray(centred_sum, dtype=np.float64) / g).astype(np.int64)
+    n = np.asarray(count, dtype=np.int64)
+    step = n * np.int64(round(r_g / g))
+    low = (step + units).astype(np.float64) * g
+    high = (step - units).astype(np.float64) * g
+    return low, high
+
+
+def paired_mean_estimate(
+    noisy_low: ArrayLike, noisy_high: ArrayLike, bounds: tuple[float, float], radius: float
+) -> NDArray[np.float64]:
+    """The mean ``(mid - r_g) + 2 r_g Ã / (Ã + B̃)`` from noisy two-sided sums, in bounds.
+
+    Post-processing: negative noisy sums are read as 0 (the true ones are
+    not negative), and a total below ``2 r_g`` (less than one row's worth:
+    the group may be empty) gives the midpoint, as :func:`mean_estimate` does.
+    """
+    lo, hi = check_bounds(bounds)
+    mid = (lo + hi) / 2
+    r_g, _ = paired_radius(radius)
+    a, b = (np.maximum(x, 0.0) for x in _as_arrays(noisy_low, noisy_high))
+    total = a + b
+    informative = total >= 2 * r_g
+    share = np.where(informative, a / np.where(informative, total, 1.0), 0.5)
+    out: NDArray[np.float64] = np.clip(mid - r_g + 2 * r_g * share, lo, hi)
+    return out
+
+
+def paired_mean_interval(
+    noisy_low: ArrayLike,
+    noisy_high: ArrayLike,
+    half_width: float,
+    bounds: tuple[float, float],
+    radius: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Interval holding the (rounded) clipped mean whenever both noises are within ``half_width``.
+
+    The mean ``(mid - r_g) + 2 r_g A / (A + B)`` grows with ``A`` and falls
+    with ``B`` (both >= 0), so over ``A in [Ã ± h]``, ``B in [B̃ ± h]`` (each
+    floored at 0) its least value is at ``(A_low, B_high)`` and its largest
+    at ``(A_high, B_low)``. When ``A_low + B_low < 2 r_g`` the group may hold
+    no row and the interval is the whole ``[lo, hi]``. The caller splits
+    ``1 - level`` between the two noises (a union bound).
+    """
+    lo, hi = check_bounds(bounds)
+    mid = (lo + hi) / 2
+    r_g, _ = paired_radius(radius)
+    a, b = _as_arrays(noisy_low, noisy_high)
+    a_lo, a_hi = np.maximum(a - half_width, 0.0), np.maximum(a + half_width, 0.0)
+    b_lo, b_hi = np.maximum(b - half_width, 0.0), np.maximum(b + half_width, 0.0)
+    informative = a_lo + b_lo >= 2 * r_g
+
+    def at(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
+        total = np.where(informative, x + y, 1.0)
+        return np.asarray(mid - r_g + 2 * r_g * np.where(informative, x / total, 0.5))
+
+    lower = np.where(informative, np.clip(at(a_lo, b_hi), lo, hi), lo)
+    upper = np.where(informative, np.clip(at(a_hi, b_lo), lo, hi), hi)
+    return lower, upper
 
 
 def variance_estimate(

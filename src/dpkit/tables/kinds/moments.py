@@ -8,9 +8,22 @@ of ``(x - c)**p`` by at most ``r**p``. The engines sum these terms as exact
 integers on a ``2**-j`` grid (:func:`~dpkit.tables.queries.sum_grid`), so the
 computed sum — not only the real-arithmetic one — has sensitivity
 ``k·(r**p + g/2)``. Laplace noise with that sensitivity is ε-DP per sum; the
-row count gets geometric noise of scale ``k/ε``. Mean and variance split ε
-between their parts (:func:`~dpkit.tables.queries.mean_split`,
-:func:`~dpkit.tables.queries.variance_split`) and compose sequentially; group
+row count gets geometric noise of scale ``k/ε``. A variance splits ε between
+its parts (:func:`~dpkit.tables.queries.variance_split`) and composes them
+sequentially. A mean with Laplace noise and public or no keys releases instead
+its *two-sided sums* ``A = Σ (r_g + t)`` and ``B = Σ (r_g - t)`` (``t`` a
+row's term on the grid, ``|t| <= r_g``, :func:`~dpkit.tables.queries.paired_radius`)
+with one Laplace of all of ε: a row adds two non-negative terms whose sum is
+exactly ``2 r_g``, so the vector's ℓ1 sensitivity is ``2 k r_g``
+(:func:`~dpkit.tables.queries.paired_sensitivity`, which also covers the
+conversion of the exact integer sums to doubles). The mean
+``(mid - r_g) + 2 r_g A / (A + B)`` is post-processing. Against a centred sum
+and a count at ε/2 each (the same ℓ1 ball, measured along other axes) its
+error ``(Z_A (1 - f) - Z_B f) / n`` (``f`` the mean's place in the bounds) has
+half the variance: ``(1 + (2f - 1)²)/2`` against ``1 + (2f - 1)²``, in units
+of ``2 b² / n²``, to first order. A mean with private keys (its noisy count selects the
+groups) or Gaussian steps splits ε between a sum and a count
+(:func:`~dpkit.tables.queries.mean_split`). Group
 vectors are parallel (a row is in one group, so at most ``k`` coordinates
 change: the Laplace grid is calibrated with ``changed=k``, never on the
 number of observed groups). With ``bounds="private"``, a fraction of ε first
@@ -281,6 +294,8 @@ class _Steps:
     sums: tuple[Any, ...]
     sum_epsilons: tuple[float, ...]
     selection_epsilon: float = 0.0
+    #: a mean's two-sided sums (:func:`_paired`): ``sums`` is one Laplace over (A, B) per group
+    paired: bool = False
 
     @property
     def mechanisms(self) -> list[Any]:
@@ -319,6 +334,10 @@ def _steps(
     if kind == "sum":
         eps_sel, eps_sum = G.selection_split(v, epsilon)
         return _Steps(None, 0.0, (noisy_sum(eps_sum, 1),), (eps_sum,), eps_sel)
+    if kind == "mean" and _paired(v):
+        return _Steps(
+            None, 0.0, (_paired_noise(v, epsilon, bounds, size),), (epsilon,), paired=True
+        )
     if kind == "mean":
         eps_sum, eps_count = Q.mean_split(epsilon)
         count = _count_noise(v, eps_count, size)
@@ -326,6 +345,31 @@ def _steps(
     eps_q, eps_s, eps_c = Q.variance_split(epsilon)
     count = _count_noise(v, eps_c, size)
     return _Steps(count, eps_c, (noisy_sum(eps_s, 1), noisy_sum(eps_q, 2)), (eps_s, eps_q))
+
+
+def _paired(v: MomentQuery) -> bool:
+    """Whether a mean releases two-sided sums (public parameters only).
+
+    Laplace-only noise without private keys: the count that selects private
+    keys must stay a count, and Gaussian steps keep their own calibration.
+    """
+    return v.statistic == "mean" and v.noise.laplace_only and not _private_keys(v)
+
+
+def _paired_noise(v: MomentQuery, epsilon: float, bounds: tuple[float, float], size: int) -> Any:
+    """The Laplace noise of a mean's two-sided sums: ``2·size`` values, all of ε.
+
+    Sensitivity :func:`~dpkit.tables.queries.paired_sensitivity`: ``2 k r_g``
+    over the two coordinates of each of the at most ``min(k, size)`` groups a
+    person's rows fall in.
+    """
+    from dpkit.mechanisms import Laplace
+
+    _, radius = moment_scale(bounds, "mean")
+    k = v.max_contributions
+    changed = min(k, size)
+    sensitivity = Q.paired_sensitivity(radius, k, changed)
+    return Laplace(epsilon=epsilon, sensitivity=sensitivity, size=2 * size, changed=2 * changed)
 
 
 def _randomise(mech: Any, values: Any, rng: Any) -> Any:
@@ -472,6 +516,21 @@ def release(v: MomentQuery, engine: Engine, rng: Any) -> Any:
         cis = [(float(x) - h, float(x) + h) for x in values]
         details["half_width"] = h
         details.update({key: x for key, x in _facts(mech).items() if key != "mechanism"})
+    elif steps.paired:
+        (mech,) = steps.sums
+        _, radius = moment_scale((lo, hi), "mean")
+        low, high = Q.paired_sums(cols["s1"], n, radius)
+        both = _randomise(mech, np.concatenate([low, high]), rng)
+        noisy_low, noisy_high = both[: low.size], both[low.size :]
+        h = mech.half_width(1 - (1 - v.level) / 2)  # a union bound over the two noises
+        values = Q.paired_mean_estimate(noisy_low, noisy_high, (lo, hi), radius)
+        ci_lo, ci_hi = Q.paired_mean_interval(noisy_low, noisy_high, h, (lo, hi), radius)
+        cis = list(zip(ci_lo.tolist(), ci_hi.tolist()))
+        details.update(estimator="two-sided sums", scale=mech.scale, half_width=h)
+        details["epsilon_split"] = {"sums": steps.sum_epsilons[0]}
+        if grouping is None:
+            r_g, _ = Q.paired_radius(radius)
+            details["noisy_count"] = float(noisy_low[0] + noisy_high[0]) / (2 * r_g)
     else:
         c_mech = steps.count
         assert c_mech is not None  # a mean or variance counts its rows
@@ -547,6 +606,10 @@ def expected_error(v: MomentQuery, level: float) -> ExpectedError:
     if kind == "sum":
         h = steps.sums[0].half_width(level)
         return ExpectedError(level, f"± {amount(h)}{tail}", half_width=h)
+    if steps.paired:  # the error is (Z_A (1 - f) - Z_B f) / n, f in [0, 1]: at most h / n
+        per_row = steps.sums[0].half_width(1 - (1 - level) / 2)
+        text = f"± about {amount(per_row)}/n for n rows{tail}, at most ± {amount(2 * radius)}"
+        return ExpectedError(level, text, per_row=per_row)
     assert steps.count is not None
     if kind == "mean":
         part = 1 - (1 - level) / 2
@@ -612,16 +675,24 @@ SUM = _moment(
 )
 MEAN = _moment(
     "mean",
-    """Noisy mean of the column clipped to ``bounds``: noisy centred sum / noisy count.
+    """Noisy mean of the column clipped to ``bounds``, from its two-sided sums.
 
-    Privacy: ε-DP by sequential composition of a Laplace sum of
-    ``clip(x) - mid`` (sensitivity ``(hi - lo)/2``, times ``k``) and a
-    geometric count (sensitivity ``k``), with ε split by
-    :func:`~dpkit.tables.queries.mean_split` to minimise the worst-case
-    error bound. The ratio is post-processing. ``ci`` contains the clipped
-    mean with probability ≥ ``level`` (union bound over the two noises,
-    interval arithmetic: :func:`~dpkit.tables.queries.mean_interval`).
-    With private keys the noisy count also selects the groups.
+    Privacy: ε-DP (add/remove one row; ``k`` rows per person). Each row's
+    clipped value ``x`` adds ``x - lo`` to one sum and ``hi - x`` to another
+    (on the exact sum grid, ``r_g + t`` and ``r_g - t``): two non-negative
+    terms of total exactly ``hi - lo`` (``2 r_g``), so one Laplace of
+    sensitivity ``k (hi - lo)`` on the pair, per group, spends all of ε
+    (:func:`~dpkit.tables.queries.paired_sensitivity`). The mean
+    ``lo + (hi - lo) A / (A + B)`` is post-processing, its RMSE 1/√2 of a
+    centred sum over a count at ε/2 each, wherever the mean lies (to first
+    order; docs/queries.md). ``ci`` contains the clipped mean with probability ≥ ``level``
+    (union bound over the two noises, interval arithmetic:
+    :func:`~dpkit.tables.queries.paired_mean_interval`); ``details`` has
+    ``estimator`` ("two-sided sums"), the Laplace ``scale`` and each noise's
+    ``half_width``. With private keys the groups are selected by a noisy
+    count, so the mean is that count and a centred sum, ε split by
+    :func:`~dpkit.tables.queries.mean_split`
+    (:func:`~dpkit.tables.queries.mean_interval`).
     With the session's ``noise="gaussian"`` (or ``"auto"``, per step, where
     it is narrower) each step spending εᵢ adds discrete Gaussian noise of
     σ = Δ₂/εᵢ (Δ₂ = Δ₁), ρ-zCDP with ρ = Σ εᵢ²/2, the interval built the same
