@@ -10,6 +10,7 @@ release r + 1 of any), and times each one.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -40,13 +41,18 @@ def run(
     round is a warm-up (planning, JIT, Spark's first job) and is not timed;
     the time per release is the median over the next ``TIMED_ROUNDS`` rounds
     (all rounds if there are fewer). ``only``: the queries to run (default all).
+    With ``PEOPLE_PROGRESS`` set to a file name, each round's start is appended to it.
     """
     if only is not None:  # a rerun of some queries (more releases where ratios are close)
         releasers = {q: r for q, r in releasers.items() if q in only}
     values: dict[str, list[Any]] = {q: [] for q in releasers}
     cis: dict[str, list[Any]] = {q: [] for q in releasers}
     times: dict[str, list[float]] = {q: [] for q in releasers}
+    progress = os.environ.get("PEOPLE_PROGRESS")  # a file to follow a long run by
     for rep in range(reps):
+        if progress:
+            with open(progress, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%H:%M:%S')} release round {rep + 1} of {reps}\n")
         for query, release in releasers.items():
             start = time.perf_counter()
             out = release()

@@ -145,3 +145,25 @@ def test_loop_runs_only_the_queries_asked_for(people: Any) -> None:
     releasers = {q: (lambda q=q: log.append(q) or 1.0) for q in ("a", "b", "c")}
     out = _people_loop.run(releasers, reps=2, only=["c", "a"])
     assert log == ["a", "c"] * 2 and set(out["values"]) == {"a", "c"}
+
+
+def test_retime_takes_the_median_time_of_the_timing_runs_only(people: Any) -> None:
+    def run(time_s: float, rmse: float) -> dict[str, Any]:
+        row = {"rmse": rmse, "se": 0.1, "releases": 6, "time_s": time_s}
+        return {"libraries": {"dpkit": {"queries": {"count": dict(row)}}}}
+
+    long = {
+        "rows": 10,
+        "reps": 400,
+        "truth": {},
+        "libraries": {
+            "dpkit": {"queries": {"count": {"rmse": 1.4, "releases": 400, "time_s": 9.0}}},
+            "pydp": {"queries": {"count": {"rmse": 1.5, "releases": 400, "time_s": 7.0}}},
+        },
+    }
+    out = people.retime(long, [run(3.0, 99.0), run(1.0, 99.0), run(2.0, 99.0)])
+    dpkit = out["libraries"]["dpkit"]["queries"]["count"]
+    assert dpkit["time_s"] == 2.0 and dpkit["timing_runs"] == 3
+    assert dpkit["rmse"] == 1.4 and dpkit["releases"] == 400  # accuracy from the long run
+    assert out["libraries"]["pydp"]["queries"]["count"]["time_s"] == 7.0  # not retimed
+    assert long["libraries"]["dpkit"]["queries"]["count"]["time_s"] == 9.0  # not mutated

@@ -144,7 +144,9 @@ def test_a_time_out_stops_the_query_and_frees_the_dataset(demo: Any) -> None:
     assert _spent(http, keys["alice"]) == pytest.approx(0.001)  # the charge stands
 
 
-def test_cancellation_interrupts_a_running_engine_call() -> None:
+@pytest.mark.parametrize("call", ["value_counts", "grid_counts"])
+def test_cancellation_interrupts_a_running_engine_call(call: str) -> None:
+    """Also while an ungrouped quantile's codes stream to NumPy (``grid_counts``)."""
     import duckdb
 
     from dpkit.errors import DataError
@@ -161,7 +163,12 @@ def test_cancellation_interrupts_a_running_engine_call() -> None:
     threading.Timer(0.3, stop.cancel).start()
     started = time.monotonic()
     with pytest.raises(DataError):  # the one generic engine error, whatever the data
-        guarded.value_counts(Rows(), Value("x", numeric=True), [])
+        if call == "value_counts":
+            guarded.value_counts(Rows(), Value("x", numeric=True), [])
+        else:
+            guarded.grid_counts(
+                Rows(), Value("x", numeric=True, bounds=(0.0, 1e9)), (), 0.0, 1.0, 11
+            )
     assert time.monotonic() - started < 5
     assert not lock.locked()  # the dataset is free
     with pytest.raises(QueryCancelledError):  # no further engine call starts

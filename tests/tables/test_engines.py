@@ -78,6 +78,47 @@ def test_grid_codes_mark_points_and_gaps() -> None:
     assert codes == {0: 2, 2: 1, 4: 1, 5: 1, 8: 2}
 
 
+HOSTILE_X = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([None, 0.0, 2.0, -0.0, 1e308, -1e308, 0.5, 1.9999999999999998]),
+    st.floats(-1.0, 3.0),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    xs=st.lists(HOSTILE_X, max_size=40),
+    nulls=st.sampled_from(["drop", "replace"]),
+    size=st.sampled_from([2, 5, 9]),
+    short=st.booleans(),
+)
+def test_streamed_grid_codes_equal_the_group_by_codes(
+    xs: list[float | None], nulls: str, size: int, short: bool
+) -> None:
+    """Ungrouped grid counts (codes counted in NumPy) equal DuckDB's GROUP BY, row for row.
+
+    The same rows grouped by one constant public key take the ``GROUP BY``
+    path: hostile values (NaN, ±inf, None, ±1e308, the grid's ends) must land
+    on the same codes with the same counts.
+    """
+    df = pd.DataFrame({"x": pd.Series(xs, dtype="float64"), "g": ["a"] * len(xs)})
+    eng = engine_for(df)
+    value = Value("x", numeric=True, bounds=(0.0, 2.0), nulls=nulls, replacement=1.0)
+    # a step an ulp short puts the upper bound past the last point (a code above the top)
+    step = 2.0 / (size - 1) * (1.0 - 2.0**-52 if short else 1.0)
+    streamed = eng.grid_counts(Rows(), value, (), 0.0, step, size)
+    grouped = eng.grid_counts(
+        Rows(where=(Condition("g", "in", ("a",)),)),
+        value,
+        (Value("g", numeric=False),),
+        0.0,
+        step,
+        size,
+    )
+    assert list(streamed.columns) == ["code", "n"]
+    assert dict(zip(streamed["code"], streamed["n"])) == dict(zip(grouped["code"], grouped["n"]))
+
+
 def test_bin_counts_compare_exactly_with_the_edges() -> None:
     edges = list(np.linspace(0.0, 1.0, 11))
     df = pd.DataFrame({"x": [0.3, 0.7, 1.0, -5.0, 0.0999999, 0.1, 2.0]})

@@ -43,6 +43,8 @@ _WORD = 1 << _WORD_BITS
 # Relative error margin of the float exp(-γ), per unit of (γ + 2); see module doc.
 _MARGIN = 2.0**-40
 _TINY = 2.0**-1000  # absolute margin: covers underflow (exp(-γ) < 2**-1000 for γ > 694)
+# From here on exp(-γ) + margin < 2**-62 (e**-45 < 2**-64): the first digit is surely 0.
+_FAR = 45.0
 # Precision doublings of the exact digits: each one squares the (already ~1e-9) chance
 # that the floors disagree, so ten are never all needed.
 _MAX_DOUBLINGS = 10
@@ -135,16 +137,22 @@ def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) ->
         return result
     num, den = num[todo], den[todo]
     gamma = _ratio(num, den)
+    # Far candidates (γ >= _FAR, the many losers of a selection) have lo = hi = 0 below:
+    # their floats are skipped, with the same outcome (only a zero word goes exact).
+    near = np.flatnonzero(~(gamma >= _FAR))  # NaN stays near: the exact path decides it
+    g = gamma[near]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        p = np.exp(-gamma)
-        margin = p * (np.minimum(gamma, 1e300) + 2.0) * _MARGIN + _TINY
+        p = np.exp(-g)
+        margin = p * (np.minimum(g, 1e300) + 2.0) * _MARGIN + _TINY
         # The first digit of exp(-γ) is certainly >= lo and certainly <= hi
         # (anything not finite leaves the whole word range to the exact path).
         lo = np.nan_to_num(np.floor(np.clip(p - margin, 0.0, 1.0) * _WORD), nan=0.0)
         hi = np.nan_to_num(np.floor(np.clip(p + margin, 0.0, 1.0) * _WORD), nan=float(_WORD))
     words = source.uniform_below(np.full(todo.size, _WORD, dtype=np.int64))
-    lo_i = np.minimum(lo, _WORD - 1).astype(np.int64)
-    hi_i = np.minimum(hi, _WORD - 1).astype(np.int64)
+    lo_i = np.zeros(todo.size, dtype=np.int64)
+    hi_i = np.zeros(todo.size, dtype=np.int64)
+    lo_i[near] = np.minimum(lo, _WORD - 1).astype(np.int64)
+    hi_i[near] = np.minimum(hi, _WORD - 1).astype(np.int64)
     decided = words < lo_i
     for i in np.flatnonzero(~decided & (words <= hi_i)):  # probability ~2**-40 each
         decided[i] = _bernoulli_exact_tail(source, int(num[i]), int(den[i]), int(words[i]))

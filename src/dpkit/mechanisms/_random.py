@@ -151,6 +151,12 @@ def _uniform_below(
         if not pending.size:
             return out
         words = np.frombuffer(_secure_bytes(nbytes * pending.size), dtype=word).astype(np.uint64)
+        if constant and span % int(bound[0]) == 0 and pending.size == bound.size:
+            # b divides the span (a power of two, e.g. the samplers' 62-bit digits):
+            # every word is accepted and w mod b is its low bits, in one pass.
+            b_int = int(bound[0])
+            out[:] = words & np.uint64(b_int - 1)
+            return out
         if constant:
             b_int = int(bound[0])
             limit = span - span % b_int  # words below limit map uniformly onto [0, b)

@@ -559,13 +559,11 @@ def quantile_utilities(codes: ArrayLike, q: float) -> NDArray[np.float64]:
     k = c.shape[-1]
     if k % 2 != 1:
         raise InvalidParameterError("codes must have an odd length 2m - 1.")
-    n = c.sum(axis=-1, keepdims=True)
     csum = np.cumsum(c, axis=-1)
-    zero = np.zeros_like(csum[..., :1])
-    before = np.concatenate([zero, csum[..., :-1]], axis=-1)  # sum of codes < i
-    after = n - csum  # sum of codes > i
-    below = before[..., 0::2]
-    above = after[..., 0::2]
+    n = csum[..., -1:]
+    # candidate j is code 2j: rows below it are codes < 2j, rows above it codes > 2j
+    below = np.concatenate([np.zeros_like(n), csum[..., 1::2]], axis=-1)
+    above = n - csum[..., 0::2]
     worst = np.maximum(np.maximum(below - q * n, above - (1 - q) * n), 0.0)
     out: NDArray[np.float64] = -worst
     return out

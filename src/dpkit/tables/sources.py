@@ -180,10 +180,11 @@ def declared_cast(column: str, source_type: str, declared: str) -> str:
     # A text source goes through concat(x, '') so that DuckDB does not push the cast into
     # a reader as a strict cast (its CSV reader then fails on the value, quoting it); the
     # CASE keeps NULL a NULL (concat reads it as ''). `x || ''` is folded away: no use.
+    # Text declared as text converts nothing (and concat would copy every string).
     q = quote(column)
     value = (
         f"CASE WHEN {q} IS NULL THEN NULL ELSE concat({q}, '') END"
-        if source_type == "VARCHAR"
+        if source_type == "VARCHAR" and declared != "VARCHAR"
         else q
     )
     return f"TRY_CAST({value} AS {declared})"
