@@ -311,14 +311,23 @@ def paired_mean_estimate(
     the group may be empty) gives the midpoint, as :func:`mean_estimate` does.
     """
     lo, hi = check_bounds(bounds)
-    mid = (lo + hi) / 2
     r_g, _ = paired_radius(radius)
     a, b = (np.maximum(x, 0.0) for x in _as_arrays(noisy_low, noisy_high))
-    total = a + b
-    informative = total >= 2 * r_g
-    share = np.where(informative, a / np.where(informative, total, 1.0), 0.5)
-    out: NDArray[np.float64] = np.clip(mid - r_g + 2 * r_g * share, lo, hi)
+    mean = _paired_mean_at(a, b, a + b >= 2 * r_g, (lo + hi) / 2, r_g)
+    out: NDArray[np.float64] = np.clip(mean, lo, hi)
     return out
+
+
+def _paired_mean_at(
+    a: NDArray[np.float64],
+    b: NDArray[np.float64],
+    informative: NDArray[np.bool_],
+    mid: float,
+    r_g: float,
+) -> NDArray[np.float64]:
+    """``(mid - r_g) + 2 r_g a / (a + b)`` where ``informative``, else the midpoint."""
+    share = np.where(informative, a / np.where(informative, a + b, 1.0), 0.5)
+    return np.asarray(mid - r_g + 2 * r_g * share)
 
 
 def paired_mean_interval(
@@ -344,13 +353,10 @@ def paired_mean_interval(
     a_lo, a_hi = np.maximum(a - half_width, 0.0), np.maximum(a + half_width, 0.0)
     b_lo, b_hi = np.maximum(b - half_width, 0.0), np.maximum(b + half_width, 0.0)
     informative = a_lo + b_lo >= 2 * r_g
-
-    def at(x: NDArray[np.float64], y: NDArray[np.float64]) -> NDArray[np.float64]:
-        total = np.where(informative, x + y, 1.0)
-        return np.asarray(mid - r_g + 2 * r_g * np.where(informative, x / total, 0.5))
-
-    lower = np.where(informative, np.clip(at(a_lo, b_hi), lo, hi), lo)
-    upper = np.where(informative, np.clip(at(a_hi, b_lo), lo, hi), hi)
+    least = _paired_mean_at(a_lo, b_hi, informative, mid, r_g)
+    most = _paired_mean_at(a_hi, b_lo, informative, mid, r_g)
+    lower = np.where(informative, np.clip(least, lo, hi), lo)
+    upper = np.where(informative, np.clip(most, lo, hi), hi)
     return lower, upper
 
 
