@@ -364,6 +364,51 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def pool_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One query's summary rows from independent runs on the same table, as one run of all their releases.
+
+    Each row's release-level mean squared errors m_r are recovered from its
+    RMSE (their mean is RMSE²) and SE (their sd is 2 · RMSE · SE · √R, the
+    inverse of :func:`rmse_and_se`); the pooled RMSE is √(mean of all m_r)
+    and its SE the same delta method over the pooled spread (within plus
+    between runs). Coverage is weighted by releases; the time is the median
+    over the runs; the rest is the first row's.
+    """
+    counts = np.array([r["releases"] for r in rows], dtype=float)
+    means = np.array([r["rmse"] ** 2 for r in rows])
+    sds = np.array([2.0 * r["rmse"] * r.get("se", 0.0) * math.sqrt(r["releases"]) for r in rows])
+    total = counts.sum()
+    mean = float((counts * means).sum() / total)
+    spread = ((counts - 1) * sds**2).sum() + (counts * (means - mean) ** 2).sum()
+    rmse = math.sqrt(mean)
+    se = math.sqrt(spread / (total - 1)) / (2 * rmse * math.sqrt(total)) if total > 1 else 0.0
+    out = {**rows[0], "rmse": rmse, "se": float(se), "releases": int(total)}
+    out["time_s"] = float(np.median([r["time_s"] for r in rows]))
+    if all("coverage" in r for r in rows):
+        out["coverage"] = float((counts * [r["coverage"] for r in rows]).sum() / total)
+    return out
+
+
+def pool(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``result`` with the releases of ``runs`` (more of the same queries) pooled into its rows.
+
+    For a slow peer's query, run in chunks so that a stopped run loses one chunk.
+    Every run must be on ``result``'s table (:func:`merge`'s check).
+    """
+    merge([result, *runs])  # the same-table check
+    out = json.loads(json.dumps(result))
+    for run in runs:
+        for lib, entry in run["libraries"].items():
+            target = out["libraries"].setdefault(lib, {})
+            for key in ("notes", "versions"):
+                if key in entry:
+                    target[key] = {**entry[key], **target.get(key, {})}
+            queries = target.setdefault("queries", {})
+            for query, row in entry.get("queries", {}).items():
+                queries[query] = pool_rows([queries[query], row]) if query in queries else row
+    return out
+
+
 def retime(result: dict[str, Any], timed: list[dict[str, Any]]) -> dict[str, Any]:
     """``result`` with each library's time per release the median over the ``timed`` runs.
 

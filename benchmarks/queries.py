@@ -773,6 +773,15 @@ def main(argv: list[str] | None = None) -> None:
         "(the median over them; run them back to back so every library meets the same load)",
     )
     parser.add_argument(
+        "--people-pool",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="with --people-merge: add these runs' releases to the merged rows of the same "
+        "library and query (a slow peer run in chunks), instead of replacing them",
+    )
+    parser.add_argument(
         "--people-merge",
         type=Path,
         nargs="+",
@@ -820,6 +829,9 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.people_merge:
             data = _people.merge([json.loads(p.read_text("utf-8")) for p in args.people_merge])
+            if args.people_pool:
+                chunks = [json.loads(p.read_text("utf-8")) for p in args.people_pool]
+                data = _people.pool(data, chunks)
             if args.people_times:
                 timed = [json.loads(p.read_text("utf-8")) for p in args.people_times]
                 data = _people.retime(data, timed)

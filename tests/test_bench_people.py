@@ -167,3 +167,31 @@ def test_retime_takes_the_median_time_of_the_timing_runs_only(people: Any) -> No
     assert dpkit["rmse"] == 1.4 and dpkit["releases"] == 400  # accuracy from the long run
     assert out["libraries"]["pydp"]["queries"]["count"]["time_s"] == 7.0  # not retimed
     assert long["libraries"]["dpkit"]["queries"]["count"]["time_s"] == 9.0  # not mutated
+
+
+def test_pooled_rows_equal_one_run_of_all_their_releases(people: Any) -> None:
+    rng = np.random.default_rng(3)
+    errors = [rng.laplace(0, 5, n) for n in (8, 42, 17)]
+    rows = []
+    for e, cover, t in zip(errors, (0.5, 1.0, 0.0), (3.0, 1.0, 2.0)):
+        rmse, se = people.rmse_and_se(e)
+        rows.append({"rmse": rmse, "se": se, "releases": e.size, "time_s": t, "coverage": cover})
+    rmse, se = people.rmse_and_se(np.concatenate(errors))
+    pooled = people.pool_rows(rows)
+    assert pooled["rmse"] == pytest.approx(rmse, rel=1e-12)
+    assert pooled["se"] == pytest.approx(se, rel=1e-9)
+    assert pooled["releases"] == 67 and pooled["time_s"] == 2.0
+    assert pooled["coverage"] == pytest.approx((0.5 * 8 + 42) / 67)
+
+
+def test_pool_adds_releases_and_refuses_other_tables(people: Any) -> None:
+    row = {"rmse": 2.0, "se": 0.5, "releases": 8, "time_s": 9.0}
+    base = {"rows": 10, "reps": 8, "truth": {"count": 1.0}, "libraries": {}}
+    first = {**base, "libraries": {"tumult": {"queries": {"count": row}, "notes": {"count": "n"}}}}
+    chunk = {**base, "libraries": {"tumult": {"queries": {"count": {**row, "releases": 10}}}}}
+    out = people.pool(first, [chunk, chunk])
+    assert out["libraries"]["tumult"]["queries"]["count"]["releases"] == 28
+    assert out["libraries"]["tumult"]["notes"] == {"count": "n"}
+    assert first["libraries"]["tumult"]["queries"]["count"]["releases"] == 8  # not mutated
+    with pytest.raises(ValueError, match="truth"):
+        people.pool(first, [{**chunk, "truth": {"count": 2.0}}])

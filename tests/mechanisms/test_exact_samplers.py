@@ -169,3 +169,45 @@ def test_seeded_source_draws_the_same_stream_for_one_bound_or_many(
     want = reference.integers(0, np.full(shape, bound, dtype=np.int64), dtype=np.int64)
     assert got.shape == want.shape and np.array_equal(got, want)
     assert fast.generator().integers(0, 2**62) == reference.integers(0, 2**62)
+
+
+class _ScriptedWords:
+    """A source replaying given bytes (``words``) and given integers (``uniform_below``)."""
+
+    def __init__(self, top: list[int], rest: list[int]) -> None:
+        self.top, self.rest = list(top), list(rest)
+        self.byte_requests = 0
+
+    def words(self, size: int) -> np.ndarray:
+        self.byte_requests += 8 * size
+        raw = (self.top + [255] * (8 * size))[: 8 * size]
+        self.top = self.top[8 * size :]
+        return np.array(raw, dtype=np.uint8).view(np.uint64)
+
+    def uniform_below(self, bound: np.ndarray) -> np.ndarray:
+        return np.array([self.rest.pop(0) for _ in range(np.size(bound))], dtype=np.int64)
+
+
+def test_far_draws_need_the_whole_first_word_zero_then_the_exact_digits() -> None:
+    """γ >= 45: exp(-γ)'s first digit is 0, so only W = 0 (top byte 0, low 54 bits 0) may win."""
+    num, den = 45, 1
+    assert _exact._digit(num, den, 1) == 0
+    second = _exact._digit(num, den, 2)
+    far = np.ones(4, dtype=bool)
+    nums, dens = np.full(4, num, dtype=np.int64), np.full(4, den, dtype=np.int64)
+    # draw 0: top byte 7 (W > 0); 1: top 0, low 3 (W > 0); 2: W = 0, next word below
+    # the second digit (U < exp(-γ)); 3: W = 0, next word above it.
+    src = _ScriptedWords([7, 0, 0, 0], [3, 0, 0, second - 1, second + 1])
+    got = _exact._far_draws(src, far, nums, dens)
+    assert got.tolist() == [False, False, True, False]
+    assert src.rest == [] and src.byte_requests == 8  # one byte per draw, rounded to a word
+
+
+def test_bernoulli_exp_routes_far_and_near_draws_by_gamma() -> None:
+    """Mixed γ: the near ones keep their law, the far ones lose unless W = 0."""
+    n = 40_000
+    nums = np.tile(np.array([1, 50, 0, 10**6], dtype=np.int64), n // 4)
+    dens = np.tile(np.array([2, 1, 1, 3], dtype=np.int64), n // 4)
+    got = bernoulli_exp(SeededRandom(np.random.default_rng(4)), nums, dens).reshape(-1, 4)
+    assert stats.binomtest(int(got[:, 0].sum()), n // 4, math.exp(-0.5)).pvalue > 1e-3
+    assert not got[:, 1].any() and got[:, 2].all() and not got[:, 3].any()

@@ -250,7 +250,9 @@ def test_high_epsilon_mst_is_accurate_on_a_dependent_table() -> None:
     s = session(frame, epsilon=200.0)
     result = _seeded(s, rows=3000, rho=20.0)
     table = result.table
-    assert set(table["colour"]) <= {"red", "green", "blue", None}
+    # the missing cell is in the domain, so noise may draw a few (pandas shows them as NaN)
+    colour = table["colour"]
+    assert set(colour.dropna()) <= {"red", "green", "blue"} and colour.isna().sum() < 30
     assert set(np.unique(table["size"])) <= {3.125 + 6.25 * i for i in range(16)}
     assert result.report.edges == {"size": tuple(EDGES["size"])}  # the schema's bins
     scores = evaluate(frame, table, ["colour", "size", "ok"], edges=result.report.edges)

@@ -16,6 +16,9 @@ worst-case error) settles almost every comparison from ``W`` alone; when
 growing precision until the digit is certain) and compared with ``W`` and,
 while they tie, with further fresh words. The outcome is exactly
 ``U < exp(-γ)``: the floats only say early what the exact comparison would.
+For γ >= 45 the first digit of exp(-γ) is 0, so only ``W = 0`` can win; ``W``
+is then drawn as a byte (its top 8 bits) and, when that byte is 0, its low 54
+bits: the same law from one byte per draw (a selection's many far losers).
 
 Everything is vectorised over NumPy arrays: each loop iteration processes all
 still-undecided samples at once, and the set shrinks geometrically. Every loop
@@ -127,20 +130,30 @@ def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) ->
     """Independent Bernoulli(exp(-num/den)) draws for integers num >= 0, den >= 1.
 
     One uniform 62-bit word per draw decides almost always; see the module
-    docstring for why the result is exact.
+    docstring for why the result is exact. Far draws (γ >= ``_FAR``, the many
+    losers of a selection over a fine grid) are decided by :func:`_far_draws`
+    with one byte each, by the same law.
     """
     num = np.asarray(num).ravel()
     den = np.asarray(den).ravel()
+    gamma = _ratio(num, den)
+    far = gamma >= _FAR  # NaN stays near: the exact path decides it
+    result = _far_draws(source, far, num, den) if far.any() else np.zeros(num.size, dtype=bool)
+    near = np.flatnonzero(~far)
+    if near.size:
+        result[near] = _near_draws(source, num[near], den[near], gamma[near])
+    return result
+
+
+def _near_draws(
+    source: RandomSource, num: NDArray[Any], den: NDArray[Any], gamma: NDArray[np.float64]
+) -> NDArray[np.bool_]:
+    """Bernoulli(exp(-γ)): one word against the float bounds of exp(-γ)'s first digit."""
     result = np.asarray(num == 0, dtype=bool).copy()  # exp(0) = 1: no draw needed
     todo = np.flatnonzero(~result)
     if not todo.size:
         return result
-    num, den = num[todo], den[todo]
-    gamma = _ratio(num, den)
-    # Far candidates (γ >= _FAR, the many losers of a selection) have lo = hi = 0 below:
-    # their floats are skipped, with the same outcome (only a zero word goes exact).
-    near = np.flatnonzero(~(gamma >= _FAR))  # NaN stays near: the exact path decides it
-    g = gamma[near]
+    num, den, g = num[todo], den[todo], gamma[todo]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         p = np.exp(-g)
         margin = p * (np.minimum(g, 1e300) + 2.0) * _MARGIN + _TINY
@@ -149,14 +162,37 @@ def bernoulli_exp(source: RandomSource, num: NDArray[Any], den: NDArray[Any]) ->
         lo = np.nan_to_num(np.floor(np.clip(p - margin, 0.0, 1.0) * _WORD), nan=0.0)
         hi = np.nan_to_num(np.floor(np.clip(p + margin, 0.0, 1.0) * _WORD), nan=float(_WORD))
     words = source.uniform_below(np.full(todo.size, _WORD, dtype=np.int64))
-    lo_i = np.zeros(todo.size, dtype=np.int64)
-    hi_i = np.zeros(todo.size, dtype=np.int64)
-    lo_i[near] = np.minimum(lo, _WORD - 1).astype(np.int64)
-    hi_i[near] = np.minimum(hi, _WORD - 1).astype(np.int64)
+    lo_i = np.minimum(lo, _WORD - 1).astype(np.int64)
+    hi_i = np.minimum(hi, _WORD - 1).astype(np.int64)
     decided = words < lo_i
     for i in np.flatnonzero(~decided & (words <= hi_i)):  # probability ~2**-40 each
         decided[i] = _bernoulli_exact_tail(source, int(num[i]), int(den[i]), int(words[i]))
     result[todo] = decided
+    return result
+
+
+def _far_draws(
+    source: RandomSource, far: NDArray[np.bool_], num: NDArray[Any], den: NDArray[Any]
+) -> NDArray[np.bool_]:
+    """Bernoulli(exp(-γ)) where ``far`` (γ >= ``_FAR``: exp(-γ)'s first digit is 0), else False.
+
+    ``U < exp(-γ)`` then needs the first word ``W`` of ``U`` to be 0, and the
+    exact tail decides the rest. ``W`` is drawn in two independent uniform
+    parts: its top 8 bits (one byte of ``source.words``), and only when those
+    are 0 (probability 1/256) its low 54 bits. ``W = 0`` exactly when both
+    are 0, so the law is the one-word comparison's, with 1 byte of randomness
+    per draw instead of 8. Entries not ``far`` draw an unused byte too (one
+    vectorised draw for the whole array costs less than selecting the far ones).
+    """
+    size = far.size
+    result = np.zeros(size, dtype=bool)
+    top = source.words((size + 7) // 8).view(np.uint8)[:size]
+    maybe = np.flatnonzero(top == 0)
+    maybe = maybe[far[maybe]]
+    if maybe.size:
+        low = source.uniform_below(np.full(maybe.size, 1 << (_WORD_BITS - 8), dtype=np.int64))
+        for i in maybe[low == 0]:  # W = 0: probability 2**-62 each
+            result[i] = _bernoulli_exact_tail(source, int(num[i]), int(den[i]), 0)
     return result
 
 

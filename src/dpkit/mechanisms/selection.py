@@ -128,14 +128,20 @@ def _prepare(
     else:
         grid = math.ldexp(1.0, math.floor(math.log2(sens)) - 10)
         grid_sens = math.floor(Fraction(sens) / Fraction(grid)) + 1
-    ug = np.where(allowed, np.rint(np.where(allowed, u2, 0.0) / grid), 0.0)
-    best = np.max(np.where(allowed, ug, -np.inf), axis=1, keepdims=True)
-    gap = np.where(allowed, best - ug, 0.0)  # non-negative integers (as floats)
+    if allowed.all():  # the same numbers as below, without the masks' copies
+        ug = np.rint(u2 / grid)
+        gap = ug.max(axis=1, keepdims=True) - ug
+    else:
+        ug = np.where(allowed, np.rint(np.where(allowed, u2, 0.0) / grid), 0.0)
+        best = np.max(np.where(allowed, ug, -np.inf), axis=1, keepdims=True)
+        gap = np.where(allowed, best - ug, 0.0)  # non-negative integers (as floats)
     factor = 1 if monotonic else 2
     den_value = eps.denominator * factor * grid_sens
     max_num = float(gap.max(initial=0.0)) * eps.numerator
     if max_num < 2**52 and den_value < 2**54:
-        num = gap.astype(np.int64) * eps.numerator
+        num = gap.astype(np.int64)
+        if eps.numerator != 1:
+            num *= eps.numerator
         den = np.full(gap.shape, den_value, dtype=np.int64)
     else:
         num = np.vectorize(int, otypes=[object])(gap) * eps.numerator
@@ -151,9 +157,10 @@ def _uniform_true(source: RandomSource, mask: NDArray[np.bool_]) -> NDArray[np.i
     """Per row, an index chosen uniformly among the True entries (each row has one)."""
     counts = mask.sum(axis=1)
     pick = source.uniform_below(counts.astype(np.int64))
-    rank = np.cumsum(mask, axis=1) - 1
-    hit = mask & (rank == pick[:, None])
-    return np.argmax(hit, axis=1)
+    # The True entries in row-major order: row r's pick-th one sits after all earlier rows'.
+    hits = np.flatnonzero(mask)
+    start = np.cumsum(counts) - counts
+    return hits[start + pick] % mask.shape[1]
 
 
 def exponential(
@@ -239,9 +246,12 @@ def permute_and_flip(
     def select() -> Any:
         source = as_source(rng)
         num, den, allowed, scalar = _prepare(utilities, epsilon, sensitivity, monotonic, integral)
-        accept = np.zeros(allowed.shape, dtype=bool)
-        idx = np.flatnonzero(allowed.ravel())
-        accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
+        if allowed.all():  # the usual case: no candidate excluded, no copies
+            accept = bernoulli_exp(source, num, den).reshape(allowed.shape)
+        else:
+            accept = np.zeros(allowed.shape, dtype=bool)
+            idx = np.flatnonzero(allowed.ravel())
+            accept.ravel()[idx] = bernoulli_exp(source, num.ravel()[idx], den.ravel()[idx])
         chosen = _uniform_true(source, accept)
         return int(chosen[0]) if scalar else chosen
 

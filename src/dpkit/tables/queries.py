@@ -568,10 +568,16 @@ def quantile_utilities(codes: ArrayLike, q: float) -> NDArray[np.float64]:
     csum = np.cumsum(c, axis=-1)
     n = csum[..., -1:]
     # candidate j is code 2j: rows below it are codes < 2j, rows above it codes > 2j
-    below = np.concatenate([np.zeros_like(n), csum[..., 1::2]], axis=-1)
-    above = n - csum[..., 0::2]
-    worst = np.maximum(np.maximum(below - q * n, above - (1 - q) * n), 0.0)
-    out: NDArray[np.float64] = -worst
+    # (in place: the same operations as -max(below - q n, above - (1 - q) n, 0), fewer copies)
+    out: NDArray[np.float64] = np.empty((*c.shape[:-1], (k + 1) // 2), dtype=np.float64)
+    out[..., :1] = 0.0
+    out[..., 1:] = csum[..., 1::2]
+    out -= q * n  # below - q n
+    above = np.subtract(n, csum[..., 0::2])
+    above -= (1 - q) * n
+    np.maximum(out, above, out=out)
+    np.maximum(out, 0.0, out=out)
+    np.negative(out, out=out)
     return out
 
 
