@@ -303,7 +303,9 @@ def _transcript_losses(
     """The privacy loss log p(T | x)/p(T | x') of each transcript of an adaptive analyst.
 
     x has count 0, x' count 1 (one more row; sensitivity 1). Round i's release
-    is ``plan(i, last answer > 1/2)``: its noise depends on the last answer.
+    is ``plan(i, last answer > 1/2)``: its noise depends on the last answer
+    (round 0 takes the cheaper one: the dearer Gaussian alone is past the budget,
+    and an analyst refused at once makes the audit vacuous).
     The analyst asks until the filter refuses. Histories are few (two choices
     a round), so each decision is made once per history.
     """
@@ -312,7 +314,7 @@ def _transcript_losses(
     active = np.ones(trials, dtype=bool)
     history = np.zeros(trials, dtype=np.int64)  # bits of past choices, with a leading 1
     history[:] = 1
-    last_high = np.ones(trials, dtype=bool)
+    last_high = np.zeros(trials, dtype=bool)  # round 0 is the cheap release
     decided: dict[int, bool] = {}
     for i in range(60):
         codes = 2 * history + last_high
@@ -370,6 +372,7 @@ def _check_audit(trials: int, seed: int) -> tuple[AuditResult, AuditResult]:
     # many are refuted)
     ok = _audit(good, _gaussian_plan, trials, seed)
     assert ok.passed, ok
+    assert ok.epsilon_lower_bound > 0.8, ok  # not vacuous: the releases are seen
     broken = _audit(_LetsMoreThrough(good, 3), _gaussian_plan, trials, seed)
     assert not broken.passed, broken
     # a Laplace release first, then Gaussians chosen from the answers
@@ -387,5 +390,5 @@ def test_adaptive_analyst_stays_within_the_rdp_filters_budget() -> None:
 @pytest.mark.audit
 def test_adaptive_analyst_rdp_audit_large() -> None:
     ok, broken = _check_audit(2_000_000, seed=5)
-    assert ok.epsilon_lower_bound > 1.2, ok
+    assert ok.epsilon_lower_bound > 1.1, ok
     assert broken.epsilon_lower_bound > 2.2, broken
