@@ -341,18 +341,23 @@ def run(
     return result
 
 
+def _check_same_table(results: list[dict[str, Any]]) -> None:
+    """A ValueError unless every run generated the same rows (row count and every truth)."""
+    first = results[0]
+    for other in results[1:]:
+        for key in ("rows", "truth"):
+            if other[key] != first[key]:
+                raise ValueError(f"cannot merge runs whose {key!r} differ (different tables)")
+
+
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     """One result from several runs on the same table (per library and query, later runs win).
 
     Runs are on the same table only if they generated the same rows: the row count
     and every truth must match, else a ValueError says which differs.
     """
-    first = results[0]
-    for other in results[1:]:
-        for key in ("rows", "truth"):
-            if other[key] != first[key]:
-                raise ValueError(f"cannot merge runs whose {key!r} differ (different tables)")
-    out = {**first, "libraries": {}, "reps": min(r["reps"] for r in results)}
+    _check_same_table(results)
+    out = {**results[0], "libraries": {}, "reps": min(r["reps"] for r in results)}
     for result in results:  # per library and query: a rerun of some queries replaces those
         for lib, entry in result["libraries"].items():
             merged = out["libraries"].setdefault(lib, {})
@@ -395,7 +400,7 @@ def pool(result: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
     For a slow peer's query, run in chunks so that a stopped run loses one chunk.
     Every run must be on ``result``'s table (:func:`merge`'s check).
     """
-    merge([result, *runs])  # the same-table check
+    _check_same_table([result, *runs])
     out = json.loads(json.dumps(result))
     for run in runs:
         for lib, entry in run["libraries"].items():
