@@ -464,8 +464,10 @@ def report(result: dict[str, Any], smoke: bool) -> str:
             "--people-reps 50` (and `--people-rows 10000000`).",
             "",
         ]
+    # a merge's "reps" is its smallest run's; pooled chunks add releases: count those
+    fewest = min((r["releases"] for lib in ran for r in table[lib].values()), default=0)
     lines += [
-        f"`benchmarks/queries.py --people`: {result['rows']:,} rows, at least {result['reps']} "
+        f"`benchmarks/queries.py --people`: {result['rows']:,} rows, at least {fewest} "
         f"releases per library and query ({_releases(table, ran)}) at ε = 1, add/remove one "
         "row except the bounded count (privacy unit = person). Blank: the library cannot make "
         "that release (reason in the notes). Standard errors are the RMSE's, by the delta "

@@ -195,3 +195,17 @@ def test_pool_adds_releases_and_refuses_other_tables(people: Any) -> None:
     assert first["libraries"]["tumult"]["queries"]["count"]["releases"] == 8  # not mutated
     with pytest.raises(ValueError, match="truth"):
         people.pool(first, [{**chunk, "truth": {"count": 2.0}}])
+
+
+def test_report_counts_pooled_releases_not_the_smallest_runs_reps(people: Any) -> None:
+    row = {"rmse": 2.0, "se": 0.5, "releases": 8, "time_s": 9.0}
+    base = {"rows": 10, "reps": 8, "truth": {"count": 1.0}, "libraries": {}}
+    dpkit = {"queries": {"count": {**row, "releases": 400}}}
+    first = {**base, "libraries": {"dpkit": dpkit, "tumult": {"queries": {"count": row}}}}
+    chunk = {
+        **base,
+        "reps": 7,
+        "libraries": {"tumult": {"queries": {"count": {**row, "releases": 42}}}},
+    }
+    text = people.report(people.pool(first, [chunk]), smoke=False)
+    assert "at least 50 releases per library and query (dpkit 400, Tumult Analytics 50)" in text
