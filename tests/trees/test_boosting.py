@@ -13,7 +13,15 @@ from sklearn.metrics import roc_auc_score
 from dpkit import Accountant, Budget
 from dpkit.errors import BudgetExceededError, InvalidParameterError
 from dpkit.trees import DPGradientBoostingClassifier, DPGradientBoostingRegressor
-from dpkit.trees.boosting._cyclic import LogLoss, segments
+from dpkit.trees.boosting._cyclic import (
+    FULL_GRADIENT,
+    MODEL_BITS,
+    LogLoss,
+    PooledHessian,
+    segment_sums,
+    segments,
+)
+from dpkit.trees.boosting._estimator import GRADIENT_LIMIT, HESSIAN_WEIGHT
 from dpkit.trees.boosting._noise import gaussian_plan, laplace_plan
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpkit.errors.PrivacyWarning")
@@ -250,6 +258,55 @@ def test_segments_are_contiguous_and_keep_extra_codes_apart() -> None:
     assert np.all(np.diff(seg[:32]) >= 0) and set(seg[:32]) == set(range(8))
     seg, n_seg = segments(5, 0, 8, rng)  # a categorical feature
     assert n_seg == 5 and list(seg) == [0, 1, 2, 3, 4]
+
+
+def test_every_row_of_the_clipped_log_loss_is_within_its_stated_sensitivity() -> None:
+    loss = LogLoss(1, GRADIENT_LIMIT, HESSIAN_WEIGHT)
+    # every score the logistic table distinguishes, and far past its ends, both labels
+    units = (np.arange(-20 * 256, 20 * 256 + 1, dtype=np.int64) << (MODEL_BITS - 8))[:, None]
+    for label in (0.0, 1.0):
+        g, h = loss.gradients(np.full(units.shape, label), units)
+        row = np.hstack([g, loss.hessian_weight * h])
+        assert np.abs(g).max() == pytest.approx(loss.clip)  # the clip binds somewhere
+        assert np.sqrt((row**2).sum(axis=1)).max() <= loss.l2_sensitivity
+        assert np.abs(row).sum(axis=1).max() <= loss.l1_sensitivity
+        assert np.all(g * FULL_GRADIENT == np.round(g * FULL_GRADIENT))  # on the grid
+    unclipped = LogLoss(1)
+    assert unclipped.l2_sensitivity == pytest.approx(np.sqrt(1 + 1 / 16))
+    assert loss.l2_sensitivity < 0.55 * unclipped.l2_sensitivity
+    with pytest.raises(ValueError):
+        LogLoss(3, GRADIENT_LIMIT)  # softmax gradients are not clipped
+
+
+@pytest.mark.parametrize("uneven", [False, True])
+def test_the_pooled_hessian_is_exact_without_noise_and_averages_the_noise_away(
+    uneven: bool,
+) -> None:
+    rng = np.random.default_rng(3)
+    # a Hessian sum per code that does not move: 32 ordered bins and a missing code
+    true = np.linspace(5.0, 80.0, 33)[:, None] if uneven else np.full((33, 1), 40.0)
+    ordered = np.array([32])
+    noiseless, noisy = (
+        PooledHessian(np.array([33]), ordered, 1),
+        PooledHessian(np.array([33]), ordered, 1),
+    )
+    sigma, errors, misses = 60.0, [], []
+    for _ in range(200):
+        seg, n_seg = segments(33, 32, 8, rng)
+        exact = segment_sums(true, seg, n_seg)
+        misses.append(float(np.abs(noiseless.pooled(0, seg, n_seg, exact) - exact).max()))
+        pooled = noisy.pooled(0, seg, n_seg, exact + rng.normal(0.0, sigma, exact.shape))
+        errors.append(float(np.std(pooled - exact)))
+    # without noise: exact once the random cuts have told the codes apart
+    assert max(misses[-50:]) < 0.05
+    # one release alone is off by sigma; 200 of them pooled, by a small fraction of it
+    assert errors[0] > 0.5 * sigma and np.mean(errors[-20:]) < 0.3 * sigma
+    # a feature with more ordered codes than are solved for keeps the equal shares
+    wide = PooledHessian(np.array([1001]), np.array([1000]), 1)
+    assert wide.gram[0].size == 0
+    # a negative estimate is never used as a Hessian
+    clipped = PooledHessian(np.array([4]), np.array([0]), 1)
+    assert np.all(clipped.pooled(0, np.arange(4), 4, np.full((4, 1), -5.0)) == 0.0)
 
 
 @pytest.mark.parametrize(

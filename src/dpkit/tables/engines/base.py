@@ -327,7 +327,8 @@ class BoostingPass:
 
     * ``loss="logistic"``: target t = 1 if the label equals ``classes[positive]``,
       0 if it equals another declared class, the row left out otherwise;
-      g = t 2^GRADIENT_BITS - P[u], h = Hn[u], with ``probabilities`` P and
+      g = clip(t 2^GRADIENT_BITS - P[u], -C, C), h = Hn[u], with C the
+      ``gradient_limit`` (2^GRADIENT_BITS: no clipping), ``probabilities`` P and
       ``hessians`` Hn indexed by u = clip(floor(F 2^SCORE_BITS + 1/2), -L, L) + L,
       L = SCORE_LIMIT 2^SCORE_BITS (an arithmetic shift of the integer score).
     * ``"squared"`` / ``"absolute"``: a finite label clipped to ``target_bounds`` and
@@ -357,3 +358,4 @@ class BoostingPass:
     hessians: tuple[int, ...] = ()
     where: tuple[Condition, ...] = ()
     fit: int = 0
+    gradient_limit: int = 1 << GRADIENT_BITS

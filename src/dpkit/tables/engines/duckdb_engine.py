@@ -474,7 +474,8 @@ class DuckDBEngine:
             # array slowly (per chunk and row), a hash join on u is nearly free
             table = self._logistic_table(spec.probabilities, spec.hessians)
             scored = f"SELECT {codes}, t, p, hn FROM ({scored}) JOIN {table} USING (u)"
-            g = f"t * {one} - p"
+            clip = int(spec.gradient_limit)  # |g| <= clip units: the loss's bound
+            g = f"least(greatest(t * {one} - p, -{clip}), {clip})"
             h = "hn"
         else:
             unit = _sql.literal(2.0**-MODEL_BITS)

@@ -526,7 +526,8 @@ class SparkEngine:
             # a broadcast join with the public (u, p, h) table: two 8193-entry arrays in
             # every plan cost 0.6-1.3 s per pass to analyse (measured locally), the join ~0.2 s
             joined = indexed.join(F.broadcast(self._logistic_table(spec)), "u")
-            g = F.col("t") * F.lit(one) - F.col("p")
+            clip = int(spec.gradient_limit)  # |g| <= clip units: the loss's bound
+            g = F.least(F.greatest(F.col("t") * F.lit(one) - F.col("p"), F.lit(-clip)), F.lit(clip))
             return joined.select(*codes, g.alias("g"), F.col("h").alias("h"))
         residual = F.col("t") - score.cast("double") * F.lit(2.0**-MODEL_BITS)
         rows = rows.select(*codes, residual.alias("r"))  # r once: the clip reads it thrice

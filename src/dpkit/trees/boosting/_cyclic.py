@@ -10,20 +10,33 @@ every feature once, in a random order (cyclic boosting, as DP-EBM, Nori et al.
    random positions (data-independent; categorical codes and the missing code
    are segments of their own);
 2. release, with noise, the per-segment sums of the loss's negative gradient
-   G and Hessian H at the current model (log loss: G = sum (y - p),
-   H = sum p (1 - p); the regressor's losses: see ``SquaredLoss``);
+   G and of w times its Hessian H at the current model (log loss:
+   G = sum clip(y - p, -c, c), H = sum p (1 - p); the regressor's losses: see
+   ``SquaredLoss``; w = the loss's public ``hessian_weight``: a Hessian
+   weighted less costs less budget and takes more noise, which pooling
+   averages away);
 3. move the intercept by learning_rate * c, c = sum G / (sum H + lambda), and
-   every code of a segment by learning_rate * (G - c H) / (max(H, 0) + lambda):
-   a damped Newton step around the common move (lambda, the
-   ``l2_regularization``, keeps segments whose noisy Hessian is small from
-   taking wild steps). Both are computed from the release alone.
+   every code of a segment by learning_rate * (G - c H) / (H + lambda): a
+   damped Newton step around the common move (lambda, the
+   ``l2_regularization``, keeps segments with a small Hessian from taking
+   wild steps). G is this release's; H is the *pooled* Hessian
+   (``PooledHessian``): a least-squares estimate of each code's Hessian sum
+   from every release of feature j so far, this one included, added up over
+   the segment and clipped at 0. A code's Hessian sum moves slowly with the
+   model, while one release's noise is often larger than the sum itself at
+   small epsilon; pooling the releases steadies the step's denominator
+   (measured: docs/trees-boosting.md, "Pooled Hessian, clipped gradients").
+   All of it is computed from releases (post-processing).
 
 Sensitivity of one release (add/remove one row): the row falls in exactly one
-segment. For the log loss its gradient vector has l2 norm^2 <= 1 (two
-classes: |p - y| <= 1) or <= 2 (K classes: sum_k (p_k - y_k)^2 =
-sum p_k^2 - 2 p_y + 1 <= 2), its Hessian vector l2 norm^2 <= 1/16 (two
-classes) or <= 1/4 (sum_k h_k^2 <= max_k h_k * sum_k h_k <= 1/4); l1 norms
-<= 1 + 1/4 or 2 + 1 (each loss states its bounds). The current model is a
+segment and moves its sums by the row's (g, w h). For the log loss its
+gradient vector has l2 norm^2 <= c^2 (two classes: g = y - p clipped to +-c,
+c <= 1 public: ``LogLoss.gradient_limit``) or <= 2 (K classes:
+sum_k (p_k - y_k)^2 = sum p_k^2 - 2 p_y + 1 <= 2), its Hessian vector l2
+norm^2 <= 1/16 (two classes) or <= 1/4 (sum_k h_k^2 <= max_k h_k *
+sum_k h_k <= 1/4), times w^2; l1 norms <= c + w/4 or 2 + w (each loss
+states its bounds). The clip is applied to each row's g before the sum, so
+it bounds every row, whatever the data. The current model is a
 function of earlier releases only, so each row's (g, h) is a public
 transformation of that row at the time of the release, and the releases
 compose sequentially (adaptively) over rounds x features.
@@ -36,11 +49,11 @@ and clipped to +-``MODEL_LIMIT``: post-processing of the releases), so a
 row's score F is an exact integer sum in any order. Binary log loss: p is
 read from a public table at the score rounded to 2^-``SCORE_BITS`` and
 clipped to +-``SCORE_LIMIT`` (``logistic_table``; no exp is evaluated per
-row, so no engine's exp can differ), and each row's g = y - p and
-h = p (1 - p) are integers in units of 2^-``GRADIENT_BITS``: 0 <= p <= 1 and
-h <= 1/4 still hold after rounding (1/4 and 1 lie on the grid and rounding
-is monotone), so the bounds above are unchanged. Regression: the residual
-is clipped to [-1, 1] and rounded to the same grid (the end points lie on
+row, so no engine's exp can differ), and each row's g = clip(y - p, -c, c)
+and h = p (1 - p) are integers in units of 2^-``GRADIENT_BITS``: 0 <= p <= 1
+and h <= 1/4 still hold after rounding (1/4, 1 and c lie on the grid and
+rounding is monotone), so the bounds above are unchanged. Regression: the
+residual is clipped to [-1, 1] and rounded to the same grid (the end points lie on
 it): the bounds are unchanged. The segment sums are then sums of integers
 (exact as doubles below 2^53 units, i.e. for fewer than 2^33 rows), so the
 sensitivity argument holds for the computed sums, not only in real
@@ -120,24 +133,50 @@ class CyclicSpec:
     update: str = "cyclic"
 
 
+#: The whole range of a two-class gradient y - p, in units of 2^-GRADIENT_BITS (no clipping).
+FULL_GRADIENT = 1 << GRADIENT_BITS
+
+
 @dataclass(frozen=True)
 class LogLoss:
     """Log loss: sigmoid for one output (two classes), softmax for several.
 
-    Per row: g = y - p (one-hot y), h = p (1 - p). Bounds of one row's
-    (g, h) vector: l2^2 <= 1 + 1/16 and l1 <= 1.25 for one output;
-    l2^2 <= 2 + 1/4 and l1 <= 3 for several (module docstring).
+    Per row: g = y - p (one-hot y), h = p (1 - p); a release carries
+    (g, w h), w = ``hessian_weight`` (public). Two classes: g is clipped to
+    +-c, c = ``gradient_limit`` 2^-GRADIENT_BITS <= 1 (public), so one row's
+    (g, w h) has l2^2 <= c^2 + w^2/16 and l1 <= c + w/4: a smaller c buys less
+    noise for the same budget, at the price of a bias (where |y - p| often
+    exceeds c the fitted scores are a distorted, for a single bin monotone,
+    version of the log-odds; docs/trees-boosting.md). Several outputs (softmax,
+    no clipping): l2^2 <= 2 + w^2/4 and l1 <= 2 + w (module docstring).
     """
 
     n_outputs: int
+    gradient_limit: int = FULL_GRADIENT
+    hessian_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gradient_limit <= FULL_GRADIENT:
+            raise ValueError("gradient_limit must be in (0, 2^GRADIENT_BITS]")
+        if self.n_outputs > 1 and self.gradient_limit != FULL_GRADIENT:
+            raise ValueError("gradients are clipped for two classes only")
+
+    @property
+    def clip(self) -> float:
+        """c: the bound of |g| for two classes (exact: an integer number of grid units)."""
+        return self.gradient_limit * GRADIENT_UNIT
 
     @property
     def l2_sensitivity(self) -> float:
-        return math.sqrt(1.0 + 1.0 / 16.0) if self.n_outputs == 1 else math.sqrt(2.0 + 1.0 / 4.0)
+        w2 = self.hessian_weight**2
+        if self.n_outputs == 1:
+            return math.sqrt(self.clip * self.clip + w2 / 16.0)
+        return math.sqrt(2.0 + w2 / 4.0)
 
     @property
     def l1_sensitivity(self) -> float:
-        return 1.25 if self.n_outputs == 1 else 3.0
+        w = self.hessian_weight
+        return self.clip + w / 4.0 if self.n_outputs == 1 else 2.0 + w
 
     def gradients(
         self, targets: NDArray[np.float64], units: NDArray[np.int64]
@@ -149,7 +188,9 @@ class LogLoss:
         table_p, table_h = logistic_table()
         row = score_index(units) + _SCORE_INDEX_LIMIT
         p_row = table_p[row].astype(np.float64) * GRADIENT_UNIT
-        return targets - p_row, table_h[row].astype(np.float64) * GRADIENT_UNIT
+        # both on the grid, and c too: the clipped g is on it (as the engines compute it)
+        g = np.clip(targets - p_row, -self.clip, self.clip)
+        return g, table_h[row].astype(np.float64) * GRADIENT_UNIT
 
 
 @dataclass(frozen=True)
@@ -157,15 +198,21 @@ class SquaredLoss:
     """Squared loss on a target scaled to [0, 1], residuals clipped to [-1, 1].
 
     Per row: g = clip(y - F, -1, 1), h = 1 (so H sums are counts). Bounds of one
-    row's (g, h): l2^2 <= 2, l1 <= 2. Clipping makes it a Huber-type loss
+    row's (g, w h), w = ``hessian_weight``: l2^2 <= 1 + w^2, l1 <= 1 + w. Clipping makes it a Huber-type loss
     where the model strays outside [0, 1].
     """
 
     n_outputs: int = 1
-    l2_sensitivity: float = math.sqrt(2.0)
-    l1_sensitivity: float = 2.0
-
     absolute: bool = False
+    hessian_weight: float = 1.0
+
+    @property
+    def l2_sensitivity(self) -> float:
+        return math.sqrt(1.0 + self.hessian_weight**2)
+
+    @property
+    def l1_sensitivity(self) -> float:
+        return 1.0 + self.hessian_weight
 
     def gradients(
         self, targets: NDArray[np.float64], units: NDArray[np.int64]
@@ -279,6 +326,57 @@ class ArraySource:
         self.scores += intercept + shape[self.codes[:, feature]]
 
 
+class PooledHessian:
+    """Per code, a least-squares estimate of its Hessian sum from every release of its feature.
+
+    A release gives each segment's noisy Hessian sum, the sum over the segment's
+    codes. Over the releases of feature j so far, the per-code values x solve
+    min sum_releases ||A x - released||^2 + RIDGE ||x - x0||^2, A a release's
+    0/1 segment-by-code matrix and x0 each code's average equal share of its
+    segments' sums (where the random cuts have not yet told codes apart, x
+    stays near x0). Codes that are segments of their own (categories, the
+    missing code) are simply averaged. A segment's pooled Hessian is the sum
+    of its codes' x, clipped at 0: unbiased for a Hessian that does not move,
+    once the cuts have separated the codes, with the noise of many releases
+    averaged. Only released values go in: post-processing.
+
+    Work and memory are bounded by public sizes: a feature with more than
+    ``MAX_SOLVED`` ordered codes keeps x = x0 (equal shares, no system), so a
+    release costs at most one MAX_SOLVED x MAX_SOLVED solve and a feature at
+    most MAX_SOLVED^2 stored values.
+    """
+
+    #: Weight of the equal-share estimate x0, in releases: small, so that a release's own
+    #: new cuts are nearly met where earlier releases have not told the codes apart.
+    RIDGE = 0.01
+    #: The most ordered codes solved for (the default grids have 64 and 32 bins).
+    MAX_SOLVED = 64
+
+    def __init__(self, n_bins: NDArray[np.int64], ordered: NDArray[np.int64], n_outputs: int):
+        self.ordered = [int(o) if o <= self.MAX_SOLVED else 0 for o in ordered]
+        self.total = [np.zeros((int(b), n_outputs)) for b in n_bins]
+        self.credits = [np.zeros(int(b)) for b in n_bins]
+        self.gram = [np.zeros((o, o)) for o in self.ordered]
+        self.rhs = [np.zeros((o, n_outputs)) for o in self.ordered]
+
+    def pooled(
+        self, feature: int, seg: NDArray[np.int64], n_seg: int, released: NDArray[np.float64]
+    ) -> NDArray[np.float64]:
+        """Add ``released`` (n_seg, outputs) to feature's estimate; the pooled segment sums."""
+        width = np.bincount(seg, minlength=n_seg).astype(np.float64)
+        self.total[feature] += (released / width[:, None])[seg]
+        self.credits[feature] += 1.0
+        per_code = self.total[feature] / self.credits[feature][:, None]
+        o = self.ordered[feature]
+        if o > 0:
+            run = seg[:o]  # the ordered codes' segments (contiguous runs)
+            self.gram[feature] += run[:, None] == run[None, :]
+            self.rhs[feature] += released[run]
+            system = self.gram[feature] + self.RIDGE * np.eye(o)
+            per_code[:o] = np.linalg.solve(system, self.rhs[feature] + self.RIDGE * per_code[:o])
+        return np.maximum(segment_sums(per_code, seg, n_seg), 0.0)
+
+
 def segment_sums(
     values: NDArray[np.float64], seg: NDArray[np.int64], n_seg: int
 ) -> NDArray[np.float64]:
@@ -312,7 +410,7 @@ def fit_cyclic(
 
     The noise standard deviation is post-processing of the releases: an update
     moves a segment by learning_rate * (G - c H) / (H + lambda) with the
-    released (noisy) H; holding that H fixed, the noise of G (std
+    pooled H (released values only); holding that H fixed, the noise of G (std
     ``plan.std``) moves it with std learning_rate * plan.std / (H + lambda).
     Updates get independent noise, so the variances add up over rounds. A
     first-order account: it leaves out the noise of H, of the common move c
@@ -326,6 +424,7 @@ def fit_cyclic(
     width = plan.size // (2 * k)
     step = 0
     one_pass = spec.update == "round"
+    hessian = PooledHessian(n_bins, ordered, k)
     for _ in range(spec.max_iter):  # rounds are sequential by nature
         order = [int(j) for j in rng.permutation(d)]
         cuts = [segments(int(n_bins[j]), int(ordered[j]), spec.max_leaf_nodes, rng) for j in order]
@@ -337,11 +436,11 @@ def fit_cyclic(
             code_g, code_h = pending[j] if one_pass else source.code_sums([j], intercept, shapes)[0]
             sums = np.zeros((2, width, k))
             sums[0, :n_seg] = segment_sums(code_g, seg, n_seg)
-            sums[1, :n_seg] = segment_sums(code_h, seg, n_seg)
+            sums[1, :n_seg] = segment_sums(code_h, seg, n_seg) * loss.hessian_weight
             noisy = release(plan, sums, noise[step])
             step += 1
-            g, h = noisy[0, :n_seg], noisy[1, :n_seg]
-            h = np.maximum(h, 0.0)
+            g = noisy[0, :n_seg]
+            h = hessian.pooled(j, seg, n_seg, noisy[1, :n_seg] / loss.hessian_weight)
             # The common part of the step (an intercept move) from the totals, then
             # each segment's step around it; both from this release (post-processing),
             # rounded to the model's grid and clipped (exact sums of scores, any order).

@@ -37,7 +37,14 @@ from numpy.typing import NDArray
 
 from dpkit.errors import InvalidParameterError
 from dpkit.tables.engines.base import BoostingPass, Coding, Condition, GridCoding
-from dpkit.trees.boosting._cyclic import GRADIENT_UNIT, MAX_FEATURES, LogLoss, Loss, logistic_table
+from dpkit.trees.boosting._cyclic import (
+    FULL_GRADIENT,
+    GRADIENT_UNIT,
+    MAX_FEATURES,
+    LogLoss,
+    Loss,
+    logistic_table,
+)
 from dpkit.trees.engine._grid import FeatureGrid, check_n_cuts
 
 __all__ = [
@@ -263,6 +270,7 @@ class EngineSource:
             hessians=tuple(int(v) for v in h),
             where=self.table.where,
             fit=self.fit,
+            gradient_limit=getattr(self.loss, "gradient_limit", FULL_GRADIENT),
         )
         # The session's lock: a pass sets the model on the connection, then reads it.
         frame: pd.DataFrame = self.table.session.guarded_engine.boosting_sums(spec)

@@ -18,6 +18,7 @@ from dpkit.accounting.events import ComposedEvent, EpsilonDeltaEvent, PrivacyEve
 from dpkit.errors import BudgetExceededError, DataError, InvalidParameterError
 from dpkit.privacy import PrivacyReport
 from dpkit.trees.boosting._cyclic import (
+    FULL_GRADIENT,
     CyclicSpec,
     GradientSource,
     Loss,
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
     import duckdb
     from matplotlib.figure import Figure
 
-#: l2_regularization="auto": lambda = this x the noise std of one segment's Hessian sum.
-AUTO_L2_NOISE_MULTIPLE = 0.5
+#: l2_regularization="auto": lambda = this x the noise std of one segment's sum (measured
+#: with the pooled Hessian: docs/trees-boosting.md, "Pooled Hessian").
+AUTO_L2_NOISE_MULTIPLE = 1.0
 #: max_iter / max_leaf_nodes="auto": this share of the budget buys a noisy row count ...
 AUTO_COUNT_SHARE = Fraction(1, 50)
 #: ... and below this many rows the fit uses SMALL_TABLE_SHAPE (rounds, segments): on a
@@ -52,18 +54,29 @@ SMALL_TABLE_ROWS = 2000.0
 SMALL_TABLE_SHAPE = (20, 4)
 
 
+#: Two classes: each row's gradient y - p is clipped to +-GRADIENT_CLIP, rounded to the
+#: gradients' grid (public; docs/trees-boosting.md, "Clipped gradients": the noise falls
+#: with the clip, the bias of the clipped steps grows).
+GRADIENT_CLIP = 0.5
+GRADIENT_LIMIT = round(GRADIENT_CLIP * FULL_GRADIENT)
+#: Hessian sums enter a release times this (public): they cost less budget and take more
+#: noise, which the pooled Hessian averages away over the rounds (``_cyclic.PooledHessian``).
+HESSIAN_WEIGHT = 0.5
 #: update=: "cyclic" (DP-EBM's order) or "round" (every feature against the round's model).
 UPDATES = ("cyclic", "round")
 
 
-def auto_learning_rate(epsilon: float) -> float:
-    """learning_rate="auto": 0.05 sqrt(epsilon), kept in [0.02, 0.1] (a public rule).
+def auto_learning_rate(epsilon: float, rule: tuple[float, float, float]) -> float:
+    """learning_rate="auto": a sqrt(epsilon) kept in [low, high], ``rule`` = (a, low, high),
+    a public rule (the regressor: 0.05 in [0.02, 0.1]; the classifier, whose clipped
+    gradients take smaller steps: 0.075 in [0.03, 0.15]).
 
-    Measured on the benchmark tables (docs/trees-classification.md): small
-    steps average the noise of many releases at small epsilon; with little
-    noise, larger steps fit more in the same rounds.
+    Measured on the benchmark tables (docs/trees-boosting.md): small steps
+    average the noise of many releases at small epsilon; with little noise,
+    larger steps fit more in the same rounds.
     """
-    return float(min(0.1, max(0.02, 0.05 * np.sqrt(epsilon))))
+    a, low, high = rule
+    return float(min(high, max(low, a * np.sqrt(epsilon))))
 
 
 def check_number(value: object, name: str, *, low: float, high: float, hint: str) -> float:
@@ -141,7 +154,7 @@ class BoostingMixin:
         The band is +-1.96 times each bin's noise standard deviation
         (``shape_noise_std_``), accumulated over the updates as independent
         variances: each update's std is learning_rate x the gradient noise std
-        / (the released noisy Hessian sum + lambda). A first-order account (it
+        / (the pooled Hessian sum + lambda). A first-order account (it
         leaves out the Hessian's own noise and feedback between updates),
         measured on the released values only.
 
@@ -266,6 +279,8 @@ class BoostingMixin:
 
     #: (rounds, segments) that "auto" means on tables of SMALL_TABLE_ROWS rows or more.
     _auto_shape: tuple[int, int] = (100, 8)
+    #: learning_rate="auto": (a, low, high) of ``auto_learning_rate``.
+    _auto_rate: tuple[float, float, float] = (0.05, 0.02, 0.1)
 
     def _cost(self) -> Budget:
         """The whole fit's cost, fixed before anything is read: (epsilon, delta[, rho])."""
@@ -302,7 +317,7 @@ class BoostingMixin:
         """Noise, learning rate and lambda for ``share`` of the cost: public inputs only."""
         cost = self._cost()
         rate = (
-            auto_learning_rate(cost.epsilon)
+            auto_learning_rate(cost.epsilon, self._auto_rate)
             if _is_auto(self.learning_rate)
             else float(self.learning_rate)
         )

@@ -25,7 +25,12 @@ from dpkit.trees.boosting._engine_fit import (
     refuse_array_filter,
     session_table,
 )
-from dpkit.trees.boosting._estimator import BoostingMixin, placed_codes
+from dpkit.trees.boosting._estimator import (
+    GRADIENT_LIMIT,
+    HESSIAN_WEIGHT,
+    BoostingMixin,
+    placed_codes,
+)
 from dpkit.trees.classification._inputs import MISSING_POLICIES, DPClassifierBase, check_classes
 from dpkit.trees.engine._sklearn import store_parameters
 
@@ -55,16 +60,19 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     releases the per-segment sums of the log-loss gradient and Hessian with
     noise, and moves each segment by ``learning_rate`` x a damped Newton step.
     Differences from DP-EBM, each measured (``benchmarks/trees_classification.py``,
-    docs/trees-classification.md): Newton steps with the Hessian released in
-    the same vector (l2 sensitivity grows from 1 to 1.03), a ridge
-    ``l2_regularization`` tied to the noise level that shrinks sparse segments,
-    bins on the declared public bounds (no budget spent on private binning),
-    and zCDP accounting.
+    docs/trees-boosting.md): Newton steps with the Hessian released in the
+    same vector, its noise averaged over all releases of the feature (the
+    pooled Hessian, post-processing); two classes: each row's gradient y - p
+    clipped to +-0.5 and the Hessian weighted 1/2 in the release, which
+    halves the sensitivity (from 1.03 to 0.52); a ridge ``l2_regularization``
+    tied to the noise level that shrinks sparse segments; bins on the declared
+    public bounds (no budget spent on private binning); zCDP accounting.
 
     Privacy argument (details in ``trees.boosting._cyclic``): one visit is one
     vector release in which a row lands in exactly one segment; its (gradient,
-    Hessian) contribution has l2 norm <= sqrt(1 + 1/16) (two classes) or
-    sqrt(2 + 1/4) (more), l1 norm <= 1.25 or 3. The model used for the
+    weighted Hessian) contribution has l2 norm <= sqrt(0.5^2 + 0.5^2/16)
+    (two classes: |g| <= 0.5 by the clip, applied to every row, and
+    p (1 - p) <= 1/4) or sqrt(2 + 1/4) (more), l1 norm <= 0.625 or 3. The model used for the
     gradients is a function of earlier releases only, so the
     ``max_iter x n_features`` releases compose adaptively: rho / releases each
     (discrete Gaussian, exact) or epsilon / releases each (discrete Laplace).
@@ -87,7 +95,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     budget on a noisy row count n_hat (sensitivity 1) and take 150 rounds of 8
     segments, or 20 rounds of 4 below 2,000 rows (a public rule; measured in
     docs/trees-boosting.md, "Small tables"); 64 bins; learning rate
-    0.05 sqrt(epsilon) in [0.02, 0.1]; lambda = 0.5 x the noise std. Pass
+    0.075 sqrt(epsilon) in [0.03, 0.15]; lambda = 1 x the noise std. Pass
     integers to spend nothing on the count.
 
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
@@ -120,6 +128,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     # every category is a segment of its own: no cap needed (codes are int16)
     max_categories = 30_000
     _auto_shape = (150, 8)
+    _auto_rate = (0.075, 0.03, 0.15)
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "missing": [MISSING_POLICIES.constraint()]
     }
@@ -152,7 +161,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         self._check_common_params()  # every public check before the data is looked at
         codes, labels, n_bins, categorical = self._prepare_fit(X, y)
         ordered = np.where(categorical, 0, self.grid_.n_bins).astype(np.int64)
-        loss = LogLoss(1 if self.n_classes_ <= 2 else self.n_classes_)
+        loss = self._log_loss(self.n_classes_)
         if loss.n_outputs == 1:
             targets = (labels == 1).astype(np.float64)[:, None]
         else:
@@ -197,7 +206,7 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
         self.feature_names_in_ = np.asarray(grid.names, dtype=object)
         n_bins = grid.n_bins + 1
         ordered = np.where(grid.is_categorical, 0, grid.n_bins).astype(np.int64)
-        loss = LogLoss(1)
+        loss = self._log_loss(2)
         source = EngineSource(table, loss, classes=tuple(classes.tolist()))
         self.intercept_, self.shapes_ = self._fit_boosted(
             loss,
@@ -209,6 +218,15 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
             accountant=session.accountant,
         )
         return self
+
+    @staticmethod
+    def _log_loss(n_classes: int) -> LogLoss:
+        """The loss: two classes clip each row's gradient to +-GRADIENT_CLIP and weight
+        the Hessian sums by HESSIAN_WEIGHT in a release (both public constants);
+        several classes (softmax) do neither."""
+        if n_classes > 2:
+            return LogLoss(n_classes)
+        return LogLoss(1, GRADIENT_LIMIT, HESSIAN_WEIGHT)
 
     def _shape_units(self) -> tuple[float, str]:
         if self.n_classes_ <= 2:
