@@ -106,6 +106,12 @@ def test_multiclass_probabilities_and_scores() -> None:
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert model.decision_function(X[:10]).shape == (10, 3)
     assert np.mean(model.predict(X) == y) > 0.8
+    # softmax gradients are not clipped, so they keep the smaller steps' rule
+    assert model.learning_rate_ == pytest.approx(0.05 * np.sqrt(2.0))
+    binary = DPGradientBoostingClassifier(
+        epsilon=2.0, bounds=(0, 1), classes=[0, 1], random_state=0
+    ).fit(X, (y > 0).astype(int))
+    assert binary.learning_rate_ == pytest.approx(0.075 * np.sqrt(2.0))
 
 
 def test_binary_decision_function_is_the_log_odds() -> None:

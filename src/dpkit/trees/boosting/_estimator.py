@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 #: l2_regularization="auto": lambda = this x the noise std of one segment's sum (measured
-#: with the pooled Hessian: docs/trees-boosting.md, "Pooled Hessian").
+#: with the pooled Hessian: docs/trees-boosting.md, "Pooled Hessian, clipped gradients").
 AUTO_L2_NOISE_MULTIPLE = 1.0
 #: max_iter / max_leaf_nodes="auto": this share of the budget buys a noisy row count ...
 AUTO_COUNT_SHARE = Fraction(1, 50)
@@ -55,8 +55,8 @@ SMALL_TABLE_SHAPE = (20, 4)
 
 
 #: Two classes: each row's gradient y - p is clipped to +-GRADIENT_CLIP, rounded to the
-#: gradients' grid (public; docs/trees-boosting.md, "Clipped gradients": the noise falls
-#: with the clip, the bias of the clipped steps grows).
+#: gradients' grid (public; docs/trees-boosting.md, "Pooled Hessian, clipped gradients":
+#: the noise falls with the clip, the bias of the clipped steps grows).
 GRADIENT_CLIP = 0.5
 GRADIENT_LIMIT = round(GRADIENT_CLIP * FULL_GRADIENT)
 #: Hessian sums enter a release times this (public): they cost less budget and take more
@@ -66,16 +66,17 @@ HESSIAN_WEIGHT = 0.5
 UPDATES = ("cyclic", "round")
 
 
-def auto_learning_rate(epsilon: float, rule: tuple[float, float, float]) -> float:
-    """learning_rate="auto": a sqrt(epsilon) kept in [low, high], ``rule`` = (a, low, high),
-    a public rule (the regressor: 0.05 in [0.02, 0.1]; the classifier, whose clipped
-    gradients take smaller steps: 0.075 in [0.03, 0.15]).
+def auto_learning_rate(epsilon: float, loss: Loss) -> float:
+    """learning_rate="auto": a sqrt(epsilon) kept in [low, high], a public rule:
+    (a, low, high) = (0.075, 0.03, 0.15) for the two-class log loss, whose clipped
+    gradients take smaller steps, else (0.05, 0.02, 0.1).
 
     Measured on the benchmark tables (docs/trees-boosting.md): small steps
     average the noise of many releases at small epsilon; with little noise,
     larger steps fit more in the same rounds.
     """
-    a, low, high = rule
+    clipped = getattr(loss, "gradient_limit", FULL_GRADIENT) < FULL_GRADIENT
+    a, low, high = (0.075, 0.03, 0.15) if clipped else (0.05, 0.02, 0.1)
     return float(min(high, max(low, a * np.sqrt(epsilon))))
 
 
@@ -279,8 +280,6 @@ class BoostingMixin:
 
     #: (rounds, segments) that "auto" means on tables of SMALL_TABLE_ROWS rows or more.
     _auto_shape: tuple[int, int] = (100, 8)
-    #: learning_rate="auto": (a, low, high) of ``auto_learning_rate``.
-    _auto_rate: tuple[float, float, float] = (0.05, 0.02, 0.1)
 
     def _cost(self) -> Budget:
         """The whole fit's cost, fixed before anything is read: (epsilon, delta[, rho])."""
@@ -317,7 +316,7 @@ class BoostingMixin:
         """Noise, learning rate and lambda for ``share`` of the cost: public inputs only."""
         cost = self._cost()
         rate = (
-            auto_learning_rate(cost.epsilon, self._auto_rate)
+            auto_learning_rate(cost.epsilon, loss)
             if _is_auto(self.learning_rate)
             else float(self.learning_rate)
         )

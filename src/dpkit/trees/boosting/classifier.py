@@ -95,7 +95,8 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     budget on a noisy row count n_hat (sensitivity 1) and take 150 rounds of 8
     segments, or 20 rounds of 4 below 2,000 rows (a public rule; measured in
     docs/trees-boosting.md, "Small tables"); 64 bins; learning rate
-    0.075 sqrt(epsilon) in [0.03, 0.15]; lambda = 1 x the noise std. Pass
+    0.075 sqrt(epsilon) in [0.03, 0.15] for two classes (0.05 sqrt(epsilon) in
+    [0.02, 0.1] for more); lambda = 1 x the noise std. Pass
     integers to spend nothing on the count.
 
     Fitted attributes: ``classes_``, ``n_classes_``, ``n_features_in_``,
@@ -128,7 +129,6 @@ class DPGradientBoostingClassifier(BoostingMixin, DPClassifierBase):
     # every category is a segment of its own: no cap needed (codes are int16)
     max_categories = 30_000
     _auto_shape = (150, 8)
-    _auto_rate = (0.075, 0.03, 0.15)
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
         "missing": [MISSING_POLICIES.constraint()]
     }
