@@ -198,8 +198,8 @@ class SquaredLoss:
     """Squared loss on a target scaled to [0, 1], residuals clipped to [-1, 1].
 
     Per row: g = clip(y - F, -1, 1), h = 1 (so H sums are counts). Bounds of one
-    row's (g, w h), w = ``hessian_weight``: l2^2 <= 1 + w^2, l1 <= 1 + w. Clipping makes it a Huber-type loss
-    where the model strays outside [0, 1].
+    row's (g, w h), w = ``hessian_weight``: l2^2 <= 1 + w^2, l1 <= 1 + w.
+    Clipping makes it a Huber-type loss where the model strays outside [0, 1].
     """
 
     n_outputs: int = 1

@@ -51,8 +51,9 @@ class DPGradientBoostingRegressor(BoostingMixin, RegressorMixin, DPTreeEstimator
     sum of the residuals' signs and the number of rows, and moves the segment
     by ``learning_rate`` x sum / (count + lambda), a step towards the segment's
     median residual (the count in the denominator is pooled: a least-squares
-    estimate from every release of the feature so far, post-processing); ``"squared_error"``: the same with residuals clipped to
-    [-1, 1] (towards the mean). One row adds at most 1 to one sum and 1 to one
+    estimate from every release of the feature so far, post-processing);
+    ``"squared_error"``: the same with residuals clipped to [-1, 1] (towards
+    the mean). One row adds at most 1 to one sum and 1 to one
     count: l2 norm <= sqrt(2), l1 <= 2. The defaults (absolute error, random
     stumps: ``max_leaf_nodes=2``) are the best measured on the regression-tree
     paper's protocol (docs/trees-regression.md); many random stumps average
