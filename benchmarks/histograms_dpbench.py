@@ -334,9 +334,10 @@ def _error(h: Any, lo: np.ndarray, hi: np.ndarray, truth: np.ndarray, scale: int
 
 
 def _picks(picks: list[str], rules: set[str]) -> str:
-    """The method auto chose, or "dawa 7/10" when its probe chose differently between runs."""
+    """The method auto chose, or "dawa 7/10" (a probe's switch) when it chose differently between runs."""
     names = sorted(set(picks))
-    label = names[0] if len(names) == 1 else f"dawa {picks.count('dawa')}/{len(picks)}"
+    switch = next((p for p in histograms.select.PROBE_CHOICES if p in names), names[0])
+    label = names[0] if len(names) == 1 else f"{switch} {picks.count(switch)}/{len(picks)}"
     return f"{label} (probe)" if "probe" in rules else label
 
 
