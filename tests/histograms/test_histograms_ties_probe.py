@@ -42,16 +42,13 @@ NOISY_DETAILS = {"probe_margin", "clusters", "labels"}
 
 
 def _brute(x: np.ndarray, levels: int) -> float:
-    """D_K by the O(K n²) dynamic programme over sorted runs (the definition)."""
+    """D_K by the O(K n²) dynamic programme over sorted runs, each run's cost summed directly."""
     y = np.sort(x)
     n = y.size
-    prefix = np.concatenate(([0.0], np.cumsum(y)))
 
     def cost(i: int, j: int) -> float:
-        m = (i + j) // 2
-        return float(
-            (prefix[j] - prefix[m] - (j - m) * y[m]) + ((m - i) * y[m] - prefix[m] + prefix[i])
-        )
+        run = y[i:j]
+        return float(np.abs(run - np.median(run)).sum())
 
     best = [0.0] + [cost(0, j) for j in range(1, n + 1)]
     for _ in range(min(levels, n) - 1):
