@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.histograms._transcripts import transcript
 
 from dpkit import histograms
 from dpkit._checks import exact
@@ -229,22 +229,15 @@ class _Shifted:
 
 
 def _transcript(counts: np.ndarray, **kw: Any) -> tuple[Any, ...]:
-    """Everything an analyst sees of one release but the noisy values."""
+    """Everything an analyst sees of one release but the noisy values (the shared helper)."""
     acc = Accountant(Budget(1.0))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        h = histograms.auto(counts, EPS, **RECORDS, accountant=acc, **kw)
-    public = {k: v for k, v in h.details.items() if k not in NOISY_DETAILS}
-    return (
-        h.method,
-        h.epsilon,
-        sorted(h.details),
-        public,
-        acc.spent,
-        [(e.label, e.cost, e.scopes) for e in acc.history],
-        [type(w.message).__name__ for w in caught],
-        h.estimates.shape,
-        h.errors.shape,
+
+    def fields(h: Any) -> tuple[Any, ...]:
+        public = {k: v for k, v in h.details.items() if k not in NOISY_DETAILS}
+        return (h.method, h.epsilon, sorted(h.details), public, h.estimates.shape, h.errors.shape)
+
+    return transcript(
+        acc, lambda: histograms.auto(counts, EPS, **RECORDS, accountant=acc, **kw), fields
     )
 
 
