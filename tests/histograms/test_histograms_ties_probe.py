@@ -16,6 +16,7 @@ from dpkit import histograms
 from dpkit._checks import exact
 from dpkit.accounting import Accountant, Budget
 from dpkit.audit import audit_samples
+from dpkit.errors import DataError
 from dpkit.histograms._levels import level_deviation
 from dpkit.histograms.select import (
     PROBE_CHOICES,
@@ -210,6 +211,18 @@ def test_choice_and_budget(make: Any, method: str, monkeypatch: pytest.MonkeyPat
         assert parts <= exact(eps_method) and float(parts) == pytest.approx(eps_method)
     else:
         assert h.details["scale"] == pytest.approx(h.details["sensitivity"] / eps_method, rel=2**-9)
+
+
+def test_counts_the_matrix_mechanism_refuses_are_refused_before_the_charge() -> None:
+    # A total of 2³³ rows (beyond the declared bound): refused before the charge,
+    # whatever the probe would have chosen, never charged and then failed or not.
+    x = _tied()
+    x[0] = 2.0**33
+    for seed in range(4):
+        acc = Accountant(Budget(1.0))
+        with pytest.raises(DataError, match="fewer than 2"):
+            histograms.auto(x, EPS, **RECORDS, rng=seed, accountant=acc)
+        assert acc.spent == Budget(0.0) and not acc.history
 
 
 class _Shifted:

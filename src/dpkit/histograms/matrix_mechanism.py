@@ -151,7 +151,7 @@ def matrix_mechanism(
     from dpkit.histograms._strategy_l1 import checked_rows
     from dpkit.mechanisms import Laplace
 
-    x = _exact_counts(counts)
+    x = exact_counts(counts)
     eps = epsilon_of(epsilon)
     unit_edges = check_edges(edges, x.size)
     if rows is not None:
@@ -183,8 +183,12 @@ def matrix_mechanism(
     )  # fmt: skip
 
 
-def _exact_counts(counts: ArrayLike) -> NDArray[np.float64]:
-    """Checked counts: whole numbers totalling below 2³³, so that A x is computed exactly."""
+def exact_counts(counts: ArrayLike) -> NDArray[np.float64]:
+    """Checked counts: whole numbers totalling below 2³³, so that A x is computed exactly.
+
+    Called before any charge: here, and by :func:`dpkit.histograms.auto` on its
+    ties-probe path, where the matrix mechanism may run after auto's own charge.
+    """
     x = check_counts(counts)
     if not np.array_equal(x, np.floor(x)) or float(x.sum()) >= EXACT_TOTAL:
         # The sensitivity argument needs A x computed exactly (see the docstrings).
@@ -262,7 +266,7 @@ def gaussian_matrix_mechanism(
     from dpkit.histograms.memory import check_memory
     from dpkit.mechanisms import Gaussian
 
-    x = _exact_counts(counts)
+    x = exact_counts(counts)
     if delta is None:
         raise InvalidParameterError(
             "noise='gaussian' needs delta (e.g. delta=1e-6, well below 1/rows)."

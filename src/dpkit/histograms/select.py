@@ -294,7 +294,10 @@ def auto(
       exactly) and tau = :data:`TIES_BELOW` (n, epsilon, tau, K public).
       Sensitivity: for every fixed c, Σ|x_i - c_i| moves by at most 1 when one
       count moves by 1, so their minimum D_K does too, and |t(x') - t(x)| <= 1.
-      AHP runs if the noisy t is > 0, else the matrix mechanism.
+      AHP runs if the noisy t is > 0, else the matrix mechanism. Counts the
+      matrix mechanism refuses (a total of 2³³ rows or more, beyond the
+      declared bound) are refused before the charge, as on the public path,
+      so that nothing after it can fail.
     * Either probe is therefore epsilon_0-DP (dpkit's exact grid Laplace,
       sensitivity 1); the choice is post-processing of its release, and the
       chosen publisher runs with epsilon_1 = epsilon - epsilon_0
@@ -368,6 +371,12 @@ def auto(
         return dataclasses.replace(published, details=details)
 
     check_edges(edges, x.size)  # the publisher runs after the charge: refuse bad edges now
+    if kind == "ties":
+        from dpkit.histograms.matrix_mechanism import exact_counts
+
+        # The matrix mechanism may run after the charge: refuse what it would refuse now,
+        # as it does itself before its own charge on the public path.
+        exact_counts(x)
     eps_probe, eps_method = split_budget(eps, share)
     probe = ties_probe(eps_probe) if kind == "ties" else concentration_probe(eps_probe)
     payer = as_accountant(accountant)
